@@ -1,0 +1,19 @@
+# Both targets bootstrap first (idempotent): a fresh Debian/Ubuntu machine
+# needs nothing else. Run as root.
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: demo test bootstrap clean-venv
+
+bootstrap:
+	bash scripts/bootstrap
+
+demo: bootstrap
+	$(VENV)/bin/prc-emu doctor
+	$(VENV)/bin/prc-emu demo
+
+test: bootstrap
+	$(PY) -m pytest -q
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,59 @@
+"""The `prc-emu` command line. Subcommands live in one registry."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """Bad usage: one line on stderr, exit 2 (argparse prints usage too)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _doctor(args) -> int:
+    from testbed.doctor import main
+    return main()
+
+
+def _demo(args) -> int:
+    from testbed.demo import main
+    return main(args.xdp_mode)
+
+
+def _add_demo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--xdp-mode", choices=("native", "generic"), default="native",
+                   help="XDP attach mode on the receiving veth (default: native)")
+
+
+# name -> (help, handler, add-arguments)
+COMMANDS = {
+    "doctor": ("check that this machine can run the emulator", _doctor, None),
+    "demo": ("send RoCEv2 messages across a veth and count them per QP in XDP", _demo, _add_demo_args),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _OneLineParser(prog="prc-emu", description="Programmable-RNIC emulator with PRC rate control")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=_OneLineParser)
+    for name, (help_text, handler, add_args) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(handler=handler)
+        if add_args:
+            add_args(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except KeyboardInterrupt:
+        print("prc-emu: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
