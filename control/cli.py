@@ -27,10 +27,22 @@ def _add_demo_args(p: argparse.ArgumentParser) -> None:
                    help="XDP attach mode on the receiving veth (default: native)")
 
 
+def _testbed(args) -> int:
+    from testbed.commands import run
+    return run(args)
+
+
+def _add_testbed_args(p: argparse.ArgumentParser) -> None:
+    from testbed.commands import add_arguments
+    add_arguments(p)
+
+
 # name -> (help, handler, add-arguments)
 COMMANDS = {
     "doctor": ("check that this machine can run the emulator", _doctor, None),
     "demo": ("send RoCEv2 messages across a veth and count them per QP in XDP", _demo, _add_demo_args),
+    "testbed": ("build, inspect and remove namespace testbeds from scenario files", _testbed,
+                _add_testbed_args),
 }
 
 

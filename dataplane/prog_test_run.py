@@ -49,13 +49,18 @@ class ProgRunResult:
 _libbpf = None
 
 
-def _lib():
+def libbpf():
+    """libbpf.so.1 through ctypes, with the signatures this project calls."""
     global _libbpf
     if _libbpf is None:
         name = ctypes.util.find_library("bpf") or "libbpf.so.1"
         lib = ctypes.CDLL(name, use_errno=True)
         lib.bpf_prog_test_run_opts.argtypes = [ctypes.c_int, ctypes.POINTER(_TestRunOpts)]
         lib.bpf_prog_test_run_opts.restype = ctypes.c_int
+        lib.bpf_obj_get_info_by_fd.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint32)]
+        lib.bpf_obj_get_info_by_fd.restype = ctypes.c_int
+        lib.bpf_prog_get_fd_by_id.argtypes = [ctypes.c_uint32]
+        lib.bpf_prog_get_fd_by_id.restype = ctypes.c_int
         _libbpf = lib
     return _libbpf
 
@@ -77,7 +82,7 @@ def prog_test_run(prog_fd: int, frame: bytes, repeat: int = 1) -> ProgRunResult:
         data_size_out=out_cap,
         repeat=max(1, repeat),
     )
-    if _lib().bpf_prog_test_run_opts(prog_fd, ctypes.byref(opts)) != 0:
+    if libbpf().bpf_prog_test_run_opts(prog_fd, ctypes.byref(opts)) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"BPF_PROG_TEST_RUN failed: {os.strerror(err)}")
     return ProgRunResult(

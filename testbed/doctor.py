@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 import platform
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from testbed.features import qdisc_problem
 from testbed.isolated import IsolatedError, run_isolated
 
 BOOTSTRAP_FIX = "run scripts/bootstrap as root"
@@ -97,22 +97,8 @@ def check_xdp_on_veth(mode: str) -> CheckResult:
                        "check the kernel's veth XDP support", essential=(mode == "generic"))
 
 
-def _qdisc_probe(kind: str) -> str:
-    """Try to add a qdisc of this kind on a veth in the current (throwaway)
-    namespace; return '' on success, else tc's error."""
-    from dataplane.xdp_probe import TX_LINK, make_veth_pair
-
-    make_veth_pair()
-    proc = subprocess.run(["tc", "qdisc", "add", "dev", TX_LINK, "root", kind],
-                          capture_output=True, text=True, timeout=10)
-    return "" if proc.returncode == 0 else (proc.stderr.strip().splitlines() or ["failed"])[0]
-
-
 def check_qdisc(kind: str, present_means: str, absent_means: str) -> CheckResult:
-    try:
-        err = run_isolated(_qdisc_probe, kind, timeout_s=30)
-    except IsolatedError as exc:
-        err = str(exc)
+    err = qdisc_problem(kind)
     return CheckResult(f"sch_{kind}", not err, present_means if not err else f"{absent_means} ({err})",
                        essential=False)
 

@@ -1,0 +1,133 @@
+"""Traffic probes that run inside a testbed namespace (through
+testbed.isolated): the machine has no ping or iperf, so tests bring their own.
+Results are plain data; the caller decides what is good enough."""
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import time
+
+ICMP_ECHO_REQUEST, ICMP_ECHO_REPLY = 8, 0
+
+
+def pin_to_cpu(cpu: int) -> None:
+    """Pin this process to one CPU when the machine has it (a sender and a
+    receiver busy on the same core measure the scheduler, not the link)."""
+    if cpu in os.sched_getaffinity(0) or cpu < os.cpu_count():
+        try:
+            os.sched_setaffinity(0, {cpu})
+        except OSError:
+            pass
+
+
+def _icmp_checksum(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\x00"
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    total = (total >> 16) + (total & 0xFFFF)
+    total += total >> 16
+    return ~total & 0xFFFF
+
+
+def icmp_echo(dst_addrs: list[str], timeout_s: float = 1.0) -> dict[str, float | None]:
+    """Echo each address once (the kernel answers; no server needed);
+    return the round-trip time in us, or None where no reply came."""
+    ident = os.getpid() & 0xFFFF
+    rtts: dict[str, float | None] = {}
+    with socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP) as sock:
+        for seq, dst in enumerate(dst_addrs):
+            body = struct.pack("!BBHHH", ICMP_ECHO_REQUEST, 0, 0, ident, seq) + b"prc-emu-probe"
+            body = body[:2] + struct.pack("!H", _icmp_checksum(body)) + body[4:]
+            sent = time.monotonic()
+            sock.sendto(body, (dst, 0))
+            rtts[dst] = None
+            deadline = sent + timeout_s
+            while (left := deadline - time.monotonic()) > 0:
+                sock.settimeout(left)
+                try:
+                    data, (src, _) = sock.recvfrom(2048)
+                except socket.timeout:
+                    break
+                ihl = (data[0] & 0x0F) * 4
+                typ, _code, _sum, rid, rseq = struct.unpack_from("!BBHHH", data, ihl)
+                if typ == ICMP_ECHO_REPLY and rid == ident and rseq == seq and src == dst:
+                    rtts[dst] = (time.monotonic() - sent) * 1e6
+                    break
+    return rtts
+
+
+def udp_sink(port: int, duration_s: float, cpu: int = 1) -> list[tuple[float, int]]:
+    """Receive UDP on `port` until duration_s after the first datagram (or
+    duration_s with none); return (arrival time s, payload bytes) per datagram."""
+    pin_to_cpu(cpu)
+    arrivals = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        sock.bind(("0.0.0.0", port))
+        buf = bytearray(65536)
+        end = time.monotonic() + duration_s + 5.0   # the sender may start late
+        while (left := end - time.monotonic()) > 0:
+            sock.settimeout(min(left, 0.5))
+            try:
+                n = sock.recv_into(buf)
+            except socket.timeout:
+                if arrivals:
+                    break   # the sender stopped
+                continue
+            now = time.monotonic()
+            if not arrivals:
+                end = now + duration_s
+            arrivals.append((now, n))
+    return arrivals
+
+
+def udp_blast(dst: str, port: int, payload_bytes: int, duration_s: float,
+              sports: list[int] | None = None, cpu: int = 0, max_packets: int | None = None) -> int:
+    """Send datagrams as fast as the socket takes them (the qdisc's back
+    pressure paces it), round-robin over source ports; return the count."""
+    pin_to_cpu(cpu)
+    socks = []
+    for sport in sports or [0]:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.bind(("0.0.0.0", sport))
+        sock.connect((dst, port))
+        socks.append(sock)
+    payload = bytes(payload_bytes)
+    sent = 0
+    end = time.monotonic() + duration_s
+    try:
+        while time.monotonic() < end and (max_packets is None or sent < max_packets):
+            try:
+                socks[sent % len(socks)].send(payload)
+            except (BlockingIOError, ConnectionRefusedError, OSError):
+                continue   # ICMP errors from an earlier datagram; keep sending
+            sent += 1
+    finally:
+        for sock in socks:
+            sock.close()
+    return sent
+
+
+def goodput_bps(arrivals: list[tuple[float, int]], skip_s: float = 0.3) -> float:
+    """Payload rate over the arrivals after the first skip_s (start-up)."""
+    if len(arrivals) < 2:
+        return 0.0
+    start = arrivals[0][0] + skip_s
+    window = [(t, n) for t, n in arrivals if t >= start]
+    if len(window) < 2:
+        return 0.0
+    # Bytes that arrived after the window's first datagram, over its span.
+    return sum(n for _, n in window[1:]) * 8 / (window[-1][0] - window[0][0])
+
+
+def link_tx_packets(ifnames: list[str]) -> dict[str, int]:
+    """Transmitted packets of interfaces of the current namespace."""
+    from pyroute2 import IPRoute
+
+    out = {}
+    with IPRoute() as ipr:
+        for name in ifnames:
+            link = ipr.get_links(ipr.link_lookup(ifname=name)[0])[0]
+            out[name] = link.get_attr("IFLA_STATS64")["tx_packets"]
+    return out

@@ -1,0 +1,215 @@
+"""Scenario files (TOML): the emulated cluster, in datacenter units.
+
+Every problem is reported as one ScenarioError naming the key and the reason,
+before anything is created. The schema is documented in docs/scenario.md.
+"""
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+NATIVE_XDP_MAX_MTU = 3506   # veth refuses native XDP above this peer MTU (4 KiB pages)
+VETH_MAX_MTU = 65535
+MIN_MTU = 576
+MIN_LIVE_RATE_BPS = 1e6      # HTB below ~1 Mbit/s is too coarse to mean anything
+MAX_LIVE_RATE_BPS = 40e9     # far beyond what one machine's veths carry
+HOST_NAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")
+
+TOPOLOGY_KINDS = ("tor", "leaf-spine")
+XDP_MODES = ("generic", "native")
+DELAY_METHODS = ("auto", "netem", "endpoint")
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be built; str() is the one-line message."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    kind: str                   # "tor" or "leaf-spine"
+    hosts: tuple[str, ...]
+    leaves: int                 # 1 for a ToR
+    spines: int                 # 0 for a ToR
+    oversubscription: float
+    rate_gbps: float            # host links, datacenter units
+    delay_ns: int               # one-way propagation per link, datacenter units
+    mtu_bytes: int              # IP MTU of every link
+    buffer_bytes: int           # per switch egress port
+    dilation: float
+    xdp_mode: str
+    delay_method: str           # as asked: auto, netem or endpoint
+
+    @property
+    def live_rate_bps(self) -> int:
+        """Host link rate as emulated: datacenter rate / dilation."""
+        return int(self.rate_gbps * 1e9 / self.dilation)
+
+    @property
+    def fabric_rate_gbps(self) -> float:
+        """Leaf-spine uplink rate giving the asked oversubscription: the
+        busiest leaf's host bandwidth over its total uplink bandwidth."""
+        if self.spines == 0:
+            return self.rate_gbps
+        per_leaf = math.ceil(len(self.hosts) / self.leaves)
+        return per_leaf * self.rate_gbps / (self.spines * self.oversubscription)
+
+    @property
+    def live_delay_ns(self) -> int:
+        return int(self.delay_ns * self.dilation)
+
+
+# table -> key -> (type, default); a default of None means required.
+_SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], object]]] = {
+    "": {"name": (str, "scenario")},
+    "topology": {
+        "kind": (str, "tor"),
+        "hosts": ((int, list), 4),
+        "leaves": (int, 2),
+        "spines": (int, 2),
+        "oversubscription": ((int, float), 1.0),
+    },
+    "links": {
+        "rate_gbps": ((int, float), 100),
+        "delay_ns": (int, 1000),
+        "mtu_bytes": (int, 4200),
+        "buffer_bytes": (int, 1_000_000),
+    },
+    "emulation": {
+        "dilation": ((int, float), 100),
+        "xdp_mode": (str, "generic"),
+        "delay_method": (str, "auto"),
+    },
+}
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", list: "a list"}
+
+
+def _fail(key: str, reason: str):
+    raise ScenarioError(f"{key}: {reason}")
+
+
+def _typed(values: dict, table: str) -> dict:
+    """Values of one table with defaults filled in and types checked."""
+    schema = _SCHEMA[table]
+    out = {}
+    for key, value in values.items():
+        full = f"{table}.{key}" if table else key
+        if key not in schema:
+            if table == "" and key in _SCHEMA:
+                _fail(key, "must be a table ([" + key + "])")
+            known = list(schema) + ([t for t in _SCHEMA if t] if table == "" else [])
+            _fail(full, f"unknown key (known: {', '.join(known)})")
+        types = schema[key][0] if isinstance(schema[key][0], tuple) else (schema[key][0],)
+        # TOML booleans are ints to Python; never accept them as numbers.
+        if isinstance(value, bool) or not isinstance(value, types):
+            wanted = "a number" if float in types else " or ".join(_TYPE_NAMES[t] for t in types)
+            _fail(full, f"expected {wanted}, got {type(value).__name__} {value!r}")
+        out[key] = value
+    for key, (_type, default) in schema.items():
+        out.setdefault(key, default)
+    return out
+
+
+def _host_names(value, key="topology.hosts") -> tuple[str, ...]:
+    if isinstance(value, int):
+        if value < 2:
+            _fail(key, f"need at least 2 hosts, got {value}")
+        return tuple(f"h{i}" for i in range(value))
+    if len(value) < 2:
+        _fail(key, f"need at least 2 hosts, got {len(value)}")
+    seen = set()
+    for name in value:
+        if not isinstance(name, str) or not HOST_NAME.match(name):
+            _fail(key, f"host name {name!r} must be 1-8 of [a-z0-9], starting with a letter")
+        if name in seen:
+            _fail(key, f"duplicate host name {name!r}")
+        seen.add(name)
+    return tuple(value)
+
+
+def parse_scenario(data: dict) -> Scenario:
+    top = {k: v for k, v in data.items() if k not in _SCHEMA or k == ""}
+    general = _typed(top, "")
+    tables = {}
+    for table in ("topology", "links", "emulation"):
+        raw = data.get(table, {})
+        if not isinstance(raw, dict):
+            _fail(table, "must be a table ([" + table + "])")
+        tables[table] = _typed(raw, table)
+    topo, links, emu = tables["topology"], tables["links"], tables["emulation"]
+
+    kind = topo["kind"]
+    if kind not in TOPOLOGY_KINDS:
+        _fail("topology.kind", f"unknown topology kind {kind!r} (known: {', '.join(TOPOLOGY_KINDS)})")
+    hosts = _host_names(topo["hosts"])
+    if kind == "tor":
+        for key in ("leaves", "spines"):
+            if key in data.get("topology", {}):
+                _fail(f"topology.{key}", "only for kind = \"leaf-spine\"")
+        leaves, spines = 1, 0
+    else:
+        leaves, spines = topo["leaves"], topo["spines"]
+        if not 1 <= leaves <= 64:
+            _fail("topology.leaves", f"must be 1..64, got {leaves}")
+        if not 1 <= spines <= 64:
+            _fail("topology.spines", f"must be 1..64, got {spines}")
+        if len(hosts) < leaves:
+            _fail("topology.hosts", f"{len(hosts)} hosts cannot fill {leaves} leaves")
+    if math.ceil(len(hosts) / leaves) > 127:
+        _fail("topology.hosts", "at most 127 hosts per switch")
+    switch_names = {f"s{i}" for i in range(leaves + spines)}
+    clash = switch_names.intersection(hosts)
+    if clash:
+        _fail("topology.hosts", f"host name {sorted(clash)[0]!r} is a switch name (s0, s1, ...)")
+    if topo["oversubscription"] <= 0:
+        _fail("topology.oversubscription", f"must be positive, got {topo['oversubscription']}")
+
+    if links["rate_gbps"] <= 0:
+        _fail("links.rate_gbps", f"must be positive, got {links['rate_gbps']}")
+    if links["delay_ns"] < 0:
+        _fail("links.delay_ns", f"must not be negative, got {links['delay_ns']}")
+    if links["buffer_bytes"] < links["mtu_bytes"]:
+        _fail("links.buffer_bytes", f"must hold at least one MTU ({links['mtu_bytes']}), "
+              f"got {links['buffer_bytes']}")
+    if emu["dilation"] < 1:
+        _fail("emulation.dilation", f"must be >= 1, got {emu['dilation']}")
+    if emu["xdp_mode"] not in XDP_MODES:
+        _fail("emulation.xdp_mode", f"must be one of {', '.join(XDP_MODES)}, got {emu['xdp_mode']!r}")
+    if emu["delay_method"] not in DELAY_METHODS:
+        _fail("emulation.delay_method",
+              f"must be one of {', '.join(DELAY_METHODS)}, got {emu['delay_method']!r}")
+    mtu = links["mtu_bytes"]
+    if not MIN_MTU <= mtu <= VETH_MAX_MTU:
+        _fail("links.mtu_bytes", f"must be {MIN_MTU}..{VETH_MAX_MTU} (the veth maximum), got {mtu}")
+    if emu["xdp_mode"] == "native" and mtu > NATIVE_XDP_MAX_MTU:
+        _fail("links.mtu_bytes", f"{mtu} is above {NATIVE_XDP_MAX_MTU}, the largest veth MTU native "
+              "XDP attaches at here; use xdp_mode = \"generic\" or RoCE MTU 2048")
+
+    scenario = Scenario(
+        name=general["name"], kind=kind, hosts=hosts, leaves=leaves, spines=spines,
+        oversubscription=float(topo["oversubscription"]), rate_gbps=float(links["rate_gbps"]),
+        delay_ns=links["delay_ns"], mtu_bytes=mtu, buffer_bytes=links["buffer_bytes"],
+        dilation=float(emu["dilation"]), xdp_mode=emu["xdp_mode"], delay_method=emu["delay_method"])
+    for key, rate_gbps in (("links.rate_gbps", scenario.rate_gbps),
+                           ("topology.oversubscription", scenario.fabric_rate_gbps)):
+        live = rate_gbps * 1e9 / scenario.dilation
+        if not MIN_LIVE_RATE_BPS <= live <= MAX_LIVE_RATE_BPS:
+            _fail(key, f"the live rate ({live / 1e6:.3g} Mbit/s after dilation "
+                  f"{scenario.dilation:g}) must be within 1 Mbit/s..40 Gbit/s")
+    return scenario
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{path}: not valid TOML ({exc})") from None
+    return parse_scenario(data)

@@ -1,0 +1,120 @@
+"""The emulated cluster as data: nodes, links with addresses and MACs, and
+routes, planned from a Scenario before anything is created.
+
+Address plan (all in 198.18.0.0/15, RFC 2544): every link is a /31.
+  host j of switch l:     198.18.l.(2j+1), switch side 198.18.l.(2j)
+  leaf l - spine s link:  198.19.s.(2l+1) on the leaf, 198.19.s.(2l) on the spine
+so the hosts of leaf l are 198.18.l.0/24, one route per leaf on the spines
+and one ECMP route per remote leaf on the leaves.
+"""
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+
+from testbed.scenario import Scenario
+
+IFNAME_MAX = 15
+
+
+@dataclass(frozen=True)
+class Port:
+    node: str          # node name (h0, s1, ...)
+    ifname: str        # interface name inside the node's namespace
+    addr: str          # IPv4 address, /31
+    mac: str
+    rate_bps: int      # live egress rate (dilated)
+    faces: str         # "host" or "switch": what is at the other end
+
+
+@dataclass(frozen=True)
+class Link:
+    a: Port
+    b: Port
+
+
+@dataclass(frozen=True)
+class Route:
+    node: str
+    dst: str                          # prefix, or "default"
+    nexthops: tuple[tuple[str, str], ...]   # (gateway address, ifname); several = ECMP
+
+
+@dataclass
+class Plan:
+    prefix: str
+    scenario: Scenario
+    hosts: list[str]
+    switches: list[str]
+    links: list[Link] = field(default_factory=list)
+    routes: list[Route] = field(default_factory=list)
+    host_switch: dict[str, str] = field(default_factory=dict)   # host -> its ToR/leaf
+
+    def netns(self, node: str) -> str:
+        return f"{self.prefix}-{node}"
+
+    @property
+    def nodes(self) -> list[str]:
+        return self.hosts + self.switches
+
+    def ports(self, node: str) -> list[Port]:
+        return [p for link in self.links for p in (link.a, link.b) if p.node == node]
+
+    def host_addr(self, host: str) -> str:
+        return self.ports(host)[0].addr
+
+
+def _mac(prefix: str, link_idx: int, side: int) -> str:
+    tag = int(prefix[1:], 16) & 0xFFFF
+    return "02:%02x:%02x:%02x:%02x:%02x" % (tag >> 8, tag & 0xFF, link_idx >> 8, link_idx & 0xFF, side)
+
+
+def plan_topology(scenario: Scenario, prefix: str) -> Plan:
+    """Nodes, links and routes for `scenario` under the run prefix `prefix`
+    (a letter and four hex digits, e.g. p3fa2)."""
+    n_hosts = len(scenario.hosts)
+    leaves = [f"s{i}" for i in range(scenario.leaves)]
+    spines = [f"s{scenario.leaves + i}" for i in range(scenario.spines)]
+    plan = Plan(prefix, scenario, list(scenario.hosts), leaves + spines)
+    host_rate = scenario.live_rate_bps
+    fabric_rate = int(scenario.fabric_rate_gbps * 1e9 / scenario.dilation)
+
+    def add_link(a: Port, b: Port) -> None:
+        plan.links.append(Link(a, b))
+
+    slot = {leaf: 0 for leaf in leaves}
+    for i, host in enumerate(scenario.hosts):
+        l = i * scenario.leaves // n_hosts          # contiguous blocks: a rack per leaf
+        leaf = leaves[l]
+        j = slot[leaf]
+        slot[leaf] += 1
+        plan.host_switch[host] = leaf
+        idx = len(plan.links)
+        add_link(Port(host, f"{prefix}{host}", f"198.18.{l}.{2 * j + 1}", _mac(prefix, idx, 0),
+                      host_rate, "switch"),
+                 Port(leaf, f"{prefix}{leaf}p{j}", f"198.18.{l}.{2 * j}", _mac(prefix, idx, 1),
+                      host_rate, "host"))
+        plan.routes.append(Route(host, "default", ((f"198.18.{l}.{2 * j}", f"{prefix}{host}"),)))
+
+    uplinks: dict[str, list[tuple[str, str]]] = {leaf: [] for leaf in leaves}
+    for s, spine in enumerate(spines):
+        for l, leaf in enumerate(leaves):
+            idx = len(plan.links)
+            leaf_port = Port(leaf, f"{prefix}{leaf}u{s}", f"198.19.{s}.{2 * l + 1}",
+                             _mac(prefix, idx, 0), fabric_rate, "switch")
+            spine_port = Port(spine, f"{prefix}{spine}p{l}", f"198.19.{s}.{2 * l}",
+                              _mac(prefix, idx, 1), fabric_rate, "switch")
+            add_link(leaf_port, spine_port)
+            uplinks[leaf].append((spine_port.addr, leaf_port.ifname))
+            if slot[leaf]:
+                plan.routes.append(Route(spine, f"198.18.{l}.0/24", ((leaf_port.addr, spine_port.ifname),)))
+    for l, leaf in enumerate(leaves):
+        for m, other in enumerate(leaves):
+            if m != l and slot[other]:
+                plan.routes.append(Route(leaf, f"198.18.{m}.0/24", tuple(uplinks[leaf])))
+
+    for link in plan.links:
+        for port in (link.a, link.b):
+            assert len(port.ifname) <= IFNAME_MAX, port.ifname
+            assert ipaddress.ip_address(port.addr) in ipaddress.ip_network("198.18.0.0/15")
+    return plan
