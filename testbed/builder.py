@@ -33,6 +33,10 @@ class TestbedError(RuntimeError):
 class Interrupted(Exception):
     """SIGINT or SIGTERM arrived while the testbed was being built."""
 
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
 
 @contextlib.contextmanager
 def _signals_blocked():
@@ -54,7 +58,7 @@ def _interrupts_raise():
     def handler(signum, _frame):
         if os.getpid() != owner:
             os._exit(128 + signum)
-        raise Interrupted(signal.Signals(signum).name)
+        raise Interrupted(signum)
 
     old = {s: signal.signal(s, handler) for s in _SIGNALS}
     try:

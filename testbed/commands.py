@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from testbed.builder import Testbed, TestbedError, remove_run
+from testbed.builder import Interrupted, Testbed, TestbedError, remove_run
 from testbed.scenario import ScenarioError, load_scenario
 from testbed.state import StateStore, state_dir
 
@@ -33,6 +33,9 @@ def run(args) -> int:
     except TestbedError as exc:
         print(f"prc-emu: {exc}", file=sys.stderr)
         return 1
+    except Interrupted as exc:
+        print(f"prc-emu: interrupted by {exc}; what was built is removed", file=sys.stderr)
+        return 128 + exc.signum
 
 
 def _up(store: StateStore, args) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -61,3 +62,19 @@ def roce_count():
     fn = bpf.load_func("roce_count", BPF.XDP)
     yield bpf, fn.fd
     bpf.cleanup()
+
+
+def _root_netns_view() -> dict[str, str]:
+    run = lambda *a: subprocess.run(["ip", *a], capture_output=True, text=True).stdout
+    return {"links": run("-br", "link"), "addresses": run("-br", "addr"),
+            "routes": run("route", "show", "table", "all"), "netns": run("netns", "list")}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def root_netns_untouched():
+    """The machine's own namespace: identical before and after the run."""
+    before = _root_netns_view()
+    yield
+    after = _root_netns_view()
+    for what in before:
+        assert after[what] == before[what], f"the test run changed the root namespace's {what}"

@@ -1,0 +1,134 @@
+"""Scenario validation and the topology plan: pure data, no root needed."""
+import ipaddress
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from testbed.scenario import ScenarioError, load_scenario, parse_scenario
+from testbed.topology import IFNAME_MAX, plan_topology
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_default_example_is_a_4_host_tor_at_1_gbit_live():
+    sc = load_scenario(REPO / "examples/default.toml")
+    assert (sc.kind, sc.hosts, sc.leaves, sc.spines) == ("tor", ("h0", "h1", "h2", "h3"), 1, 0)
+    assert sc.live_rate_bps == 1_000_000_000
+    assert sc.live_delay_ns == 100_000
+
+
+def test_oversubscription_sets_the_fabric_rate():
+    sc = parse_scenario({"topology": {"kind": "leaf-spine", "hosts": 8, "leaves": 2, "spines": 2,
+                                      "oversubscription": 2.0}})
+    assert sc.fabric_rate_gbps == 4 * 100 / (2 * 2.0)
+
+
+BAD = [
+    ({"topology": {"color": "red"}}, "topology.color", "unknown key"),
+    ({"bogus": 1}, "bogus", "unknown key"),
+    ({"links": {"rate_gbps": "fast"}}, "links.rate_gbps", "expected a number"),
+    ({"links": {"mtu_bytes": 4200.5}}, "links.mtu_bytes", "expected an integer"),
+    ({"emulation": {"dilation": True}}, "emulation.dilation", "expected a number"),
+    ({"links": {"rate_gbps": -100}}, "links.rate_gbps", "must be positive"),
+    ({"topology": {"hosts": ["h0", "h1", "h0"]}}, "topology.hosts", "duplicate host name 'h0'"),
+    ({"links": {"mtu_bytes": 70000}}, "links.mtu_bytes", "veth maximum"),
+    ({"links": {"mtu_bytes": 4200}, "emulation": {"xdp_mode": "native"}}, "links.mtu_bytes", "3506"),
+    ({"topology": {"kind": "torus"}}, "topology.kind", "unknown topology kind"),
+    ({"topology": {"kind": "tor", "spines": 2}}, "topology.spines", "only for"),
+    ({"topology": {"hosts": ["h0", "s0"]}}, "topology.hosts", "switch name"),
+    ({"links": {"rate_gbps": 0.01}}, "links.rate_gbps", "live rate"),
+    ({"links": {"delay_ns": -1}}, "links.delay_ns", "negative"),
+    ({"topology": 4}, "topology", "must be a table"),
+]
+
+
+@pytest.mark.parametrize("data,key,reason", BAD, ids=[b[1] + ":" + b[2] for b in BAD])
+def test_bad_scenarios_name_the_key_and_the_reason(data, key, reason):
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario(data)
+    message = str(err.value)
+    assert message.startswith(key + ":") and reason in message and "\n" not in message
+
+
+def _toml(data: dict) -> str:
+    lines = [f"{k} = {v!r}" for k, v in data.items() if not isinstance(v, dict)]
+    for table, values in data.items():
+        if isinstance(values, dict):
+            lines.append(f"[{table}]")
+            lines += [f"{k} = {_toml_value(v)}" for k, v in values.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return f'"{v}"'
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return repr(v)
+
+
+@pytest.mark.parametrize("data,key,reason", BAD[:10], ids=[b[1] for b in BAD[:10]])
+def test_testbed_up_rejects_bad_input_with_exit_2_one_line_and_makes_nothing(tmp_path, data, key, reason):
+    path = tmp_path / "bad.toml"
+    path.write_text(_toml(data))
+    state = tmp_path / "state"
+    before = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    proc = subprocess.run([sys.executable, "-m", "control.cli", "testbed", "--state-dir", str(state),
+                           "up", str(path)], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and key + ":" in lines[0] and reason in lines[0]
+    assert not state.exists()
+    assert subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout == before
+
+
+def _reachable(plan, src: str, dst_addr: str) -> bool:
+    """Walk the planned routes hop by hop (longest prefix match; every ECMP
+    next hop must lead there) from host `src` to an address."""
+    by_addr = {p.addr: p for link in plan.links for p in (link.a, link.b)}
+    peer = {p.ifname: o for link in plan.links for p, o in ((link.a, link.b), (link.b, link.a))}
+    node, target = src, ipaddress.ip_address(dst_addr)
+    for _hop in range(8):
+        if by_addr.get(dst_addr) and by_addr[dst_addr].node == node:
+            return True
+        for port in plan.ports(node):   # connected /31s
+            if target in ipaddress.ip_network(f"{port.addr}/31", strict=False):
+                node = peer[port.ifname].node
+                break
+        else:
+            routes = [r for r in plan.routes if r.node == node and
+                      target in ipaddress.ip_network("0.0.0.0/0" if r.dst == "default" else r.dst)]
+            if not routes:
+                return False
+            best = max(routes, key=lambda r: 0 if r.dst == "default" else ipaddress.ip_network(r.dst).prefixlen)
+            nexts = {by_addr[gw].node for gw, _ in best.nexthops}
+            if len(nexts) > 1:
+                return all(_reachable(plan, n, dst_addr) for n in nexts)
+            node = nexts.pop()
+    return False
+
+
+@pytest.mark.parametrize("topology", [
+    {"kind": "tor", "hosts": 6},
+    {"kind": "leaf-spine", "hosts": 4, "leaves": 2, "spines": 2},
+    {"kind": "leaf-spine", "hosts": 9, "leaves": 3, "spines": 4},
+])
+def test_plan_gives_unique_addresses_short_names_and_full_reachability(topology):
+    plan = plan_topology(parse_scenario({"topology": topology}), "p0abc")
+    ports = [p for link in plan.links for p in (link.a, link.b)]
+    assert len({p.addr for p in ports}) == len(ports)
+    assert len({p.mac for p in ports}) == len(ports)
+    assert all(len(p.ifname) <= IFNAME_MAX and p.ifname.startswith("p0abc") for p in ports)
+    assert all(ipaddress.ip_address(p.addr) in ipaddress.ip_network("198.18.0.0/15") for p in ports)
+    for src in plan.hosts:
+        for dst in plan.hosts:
+            if src != dst:
+                assert _reachable(plan, src, plan.host_addr(dst)), (src, dst)
+    ecmp = [r for r in plan.routes if len(r.nexthops) > 1]
+    assert all(len(r.nexthops) == plan.scenario.spines for r in ecmp)
+    if plan.scenario.spines > 1:
+        assert len(ecmp) == plan.scenario.leaves * (plan.scenario.leaves - 1)
