@@ -110,6 +110,7 @@ class Testbed:
         self.store = store
         self.record = record
         self._xdp = None   # bcc.BPF holding the pass-through program, native mode
+        self._signal_scope = None
 
     @property
     def run_id(self) -> str:
@@ -182,10 +183,17 @@ class Testbed:
         return remove_run(self.store, self.run_id, self.record)
 
     def __enter__(self) -> "Testbed":
+        # SIGTERM, like SIGINT, unwinds the with-body so that __exit__ runs.
+        self._signal_scope = _interrupts_raise()
+        self._signal_scope.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        self.down()
+        try:
+            with _signals_blocked():
+                self.down()
+        finally:
+            self._signal_scope.__exit__(None, None, None)
 
 
 def remove_run(store: StateStore, run_id: str, record: dict | None = None) -> list[str]:

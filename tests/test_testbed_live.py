@@ -191,3 +191,35 @@ def test_sigterm_during_up_rolls_back_everything():
     assert result["stderr"].strip() == "prc-emu: interrupted by SIGTERM; what was built is removed"
     assert result["left_after_signal"] == [] and result["files_after_signal"] == []
     assert result["all_netns"] == ["keepme"]
+
+
+_WITH_BODY = """
+import sys, time
+from testbed.builder import Testbed
+from testbed.scenario import parse_scenario
+from testbed.state import StateStore
+with Testbed.up(parse_scenario({}), StateStore(sys.argv[1])) as testbed:
+    print(testbed.run_id, flush=True)
+    time.sleep(60)
+"""
+
+
+def _sigterm_inside_with(state_dir: str) -> dict:
+    from pyroute2 import netns
+
+    proc = subprocess.Popen([sys.executable, "-c", _WITH_BODY, state_dir], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run_id = proc.stdout.readline().strip()
+    up = sorted(n for n in netns.listnetns() if n.startswith(run_id + "-"))
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    return {"run_id": run_id, "up": up, "rc": proc.returncode,
+            "left": sorted(n for n in netns.listnetns() if n.startswith(run_id + "-")),
+            "files": sorted(os.listdir(state_dir))}
+
+
+def test_sigterm_inside_a_with_block_tears_the_testbed_down(tmp_path):
+    result = run_sandboxed(_sigterm_inside_with, str(tmp_path), timeout_s=120)
+    assert len(result["up"]) == 5, result
+    assert result["rc"] not in (0, -signal.SIGTERM)   # it unwound instead of dying
+    assert result["left"] == [] and result["files"] == []
