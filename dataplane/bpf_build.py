@@ -21,7 +21,7 @@ def cflags_for(defines: dict[str, int | str | bool] | None = None) -> list[str]:
     """The compiler flags for our sources: absolute include path (BCC compiles
     /virtual/main.c, so relative paths resolve against nothing useful) and one
     -D per feature. A False value leaves the macro undefined."""
-    flags = [f"-I{INCLUDE_DIR}"]
+    flags = [f"-I{INCLUDE_DIR}", f"-I{BPF_DIR}"]
     for name, value in sorted((defines or {}).items()):
         if not _MACRO_NAME.match(name):
             raise BpfBuildError(f"bad macro name {name!r}")

@@ -1,0 +1,426 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * DCQCN reaction point with PRC's per-process hook: one portable core.
+ *
+ * Header-only C: no BPF helpers, no floats, no allocation, no unbounded
+ * loops. Rates are 20-bit fixed-point fractions of line rate (1 << 20 is
+ * line rate), alpha is a 20-bit fraction, weights are 10-bit (1024 = 1.0).
+ * Per-QP state is 48 bytes of 4-byte-aligned words, so it fits a DOCA PCC
+ * per-flow context (uint32 data[12]); 64-bit times are kept as two halves.
+ *
+ * Semantics (docs/cc.md gives the full text):
+ *  - alpha is updated once per elapsed dce_tcp_rtt period from the flag
+ *    "a CNP arrived in this period": alpha = G/1024 * alpha + (1 - G/1024) *
+ *    seen. Periods run on a fixed grid from the QP's first event.
+ *  - on a CNP (at most one cut per rate_reduce_monitor_period): Rt = Rc,
+ *    Rc = max(Rc * (1 - alpha / 2^(rpg_gd - 10) / w), Rc * min_dec_fac /
+ *    100, min_rate) using alpha before this period's update; then T, BC,
+ *    the byte accumulator and the increase timer restart.
+ *  - increase events (every rpg_time_reset: T += 1; every rpg_byte_reset
+ *    bytes: BC += 1) move Rc halfway to Rt after raising Rt by 0 (fast
+ *    recovery), rpg_ai_rate * w (additive) or i * rpg_hai_rate * w (hyper,
+ *    i <= 64), per the stage rules of DESIGN section 5.
+ *  - timer events between two calls are applied lazily from elapsed time,
+ *    in closed form per stretch of steps whose increment is linear in T.
+ *  - PRC hook: weight w scales increase steps and divides the cut; a
+ *    floor bounds Rc from below, a cap bounds Rt and Rc from above. w = 1
+ *    with no floor or cap is exactly DCQCN.
+ */
+#ifndef PRC_CC_DCQCN_H
+#define PRC_CC_DCQCN_H
+
+#include "cc_types.h"
+
+#define CC_RATE_ONE (1u << 20)		/* line rate */
+#define CC_ALPHA_ONE (1u << 20)		/* alpha = 1.0 */
+#define CC_WEIGHT_ONE 1024u		/* weight = 1.0 */
+#define CC_HAI_MAX_I 64			/* hyper-increase multiplier cap */
+#define CC_COUNT_MAX 0xffffu		/* T and BC saturate here */
+/* Beyond this many timer steps the state is at its fixed point (Rt has
+ * reached the ceiling with increments >= 1, and the gap has halved away). */
+#define CC_MAX_TIMER_STEPS (1u << 21)
+#define CC_MAX_BC_EVENTS_PER_TX 4	/* excess bytes carry to the next call */
+
+#define CC_F_INIT 1u			/* state initialised */
+#define CC_F_SEEN 2u			/* a CNP arrived in this alpha period */
+#define CC_F_CUT 4u			/* a cut happened (monitor period applies) */
+
+/* Firmware names (mlx5 / DOCA); rates pre-scaled to fractions of line rate. */
+struct dcqcn_params {
+	cc_u32 rpg_time_reset_ns;	/* increase timer period */
+	cc_u32 rpg_byte_reset;		/* bytes per BC event; 0 disables */
+	cc_u32 rpg_threshold;		/* F, 1..31 */
+	cc_u32 rpg_ai_rate;		/* additive step, Q20 of line rate */
+	cc_u32 rpg_hai_rate;		/* hyper step, Q20 of line rate */
+	cc_u32 rpg_gd;			/* cut = alpha / 2^(rpg_gd - 10), 10..20 */
+	cc_u32 rpg_min_dec_fac;		/* percent: one cut keeps at least this */
+	cc_u32 rpg_min_rate;		/* Q20 of line rate */
+	cc_u32 dce_tcp_g;		/* G: alpha keeps G/1024 per period */
+	cc_u32 dce_tcp_rtt_ns;		/* alpha period */
+	cc_u32 rate_reduce_monitor_period_ns;
+	cc_u32 initial_alpha_value;	/* 10-bit: 1023 = 1023/1024 */
+	cc_u32 w_min;			/* weight bounds, 10-bit fixed point */
+	cc_u32 w_max;
+};
+
+/* Written by the PRC control plane, per process (all of its QPs). */
+struct prc_hook {
+	cc_u32 weight;			/* 10-bit fixed point; 0 means 1.0 */
+	cc_u32 rate_floor;		/* Q20 of line rate; 0: none */
+	cc_u32 rate_cap;		/* Q20 of line rate; 0: none */
+	cc_u32 reserved;
+};
+
+struct dcqcn_state {
+	cc_u32 rc;			/* current rate, Q20 */
+	cc_u32 rt;			/* target rate, Q20 */
+	cc_u32 alpha;			/* Q20 */
+	cc_u32 byte_acc;		/* bytes towards the next BC event */
+	cc_u32 alpha_next_lo, alpha_next_hi;	/* end of this alpha period */
+	cc_u32 inc_next_lo, inc_next_hi;	/* next increase timer event */
+	cc_u32 last_cut_lo, last_cut_hi;
+	cc_u16 t_count;			/* T: timer events since the last cut */
+	cc_u16 bc_count;		/* BC: byte events since the last cut */
+	cc_u32 flags;
+};
+
+CC_INLINE cc_u64 cc_get64(cc_u32 lo, cc_u32 hi)
+{
+	return ((cc_u64)hi << 32) | lo;
+}
+
+#define CC_SET64(lo, hi, v) do { cc_u64 v_ = (v); (lo) = (cc_u32)v_; (hi) = (cc_u32)(v_ >> 32); } while (0)
+
+/*
+ * Branch-free arithmetic (see CC_OPAQUE): every operand below 2^63, which
+ * holds for rates, counts, times in ns and their differences here.
+ */
+CC_INLINE cc_u64 cc_lt_mask(cc_u64 a, cc_u64 b)	/* all ones if a < b, else 0 */
+{
+	cc_u64 m = (cc_u64)((cc_s64)(a - b) >> 63);
+
+	CC_OPAQUE(m);
+	return m;
+}
+
+CC_INLINE cc_u64 cc_pick(cc_u64 mask, cc_u64 if_set, cc_u64 if_clear)
+{
+	return if_clear ^ ((if_set ^ if_clear) & mask);
+}
+
+CC_INLINE cc_u64 cc_min(cc_u64 a, cc_u64 b) { return cc_pick(cc_lt_mask(a, b), a, b); }
+CC_INLINE cc_u64 cc_max(cc_u64 a, cc_u64 b) { return cc_pick(cc_lt_mask(a, b), b, a); }
+
+/* ceil(d / 2^n) for signed d, |d| < 2^62: -floor(-d / 2^n), and an
+ * arithmetic shift floors for either sign. */
+CC_INLINE cc_s64 cc_ceil_shr(cc_s64 d, cc_u64 n)
+{
+	return -((-d) >> cc_min(n, 62));
+}
+
+/* (G/1024)^e in Q30 by square-and-multiply, e clamped to 16 bits: even
+ * (1023/1024)^65535 is below 2^-31, so larger exponents give 0 anyway. */
+CC_INLINE cc_u64 cc_pow_q30(cc_u32 g, cc_u64 e)
+{
+	cc_u64 r = 1ull << 30, base = (cc_u64)g << 20, bit_set;
+	int bit;
+
+	e = cc_min(e, 0xffff);
+	CC_UNROLL
+	for (bit = 0; bit < 16; bit++) {
+		bit_set = -(e >> bit & 1);
+		CC_OPAQUE(bit_set);
+		/* multiplying by 1.0 (1 << 30) and rounding leaves r unchanged */
+		r = (r * cc_pick(bit_set, base, 1ull << 30) + (1ull << 29)) >> 30;
+		base = (base * base + (1ull << 29)) >> 30;
+	}
+	return r;
+}
+
+struct cc_effective {			/* per-event parameters after the hook */
+	cc_u64 ceiling;			/* min(line rate, cap) */
+	cc_u64 floor;			/* min(floor, ceiling) */
+	cc_u64 weight;			/* clamped to [w_min, w_max] */
+	cc_u64 ai;			/* rpg_ai_rate * w */
+	cc_u64 hai;			/* rpg_hai_rate * w */
+};
+
+CC_INLINE void cc_effective_init(struct cc_effective *eff, const struct dcqcn_params *p,
+				 const struct prc_hook *h)
+{
+	cc_u64 w = cc_pick(cc_lt_mask(0, h->weight), h->weight, CC_WEIGHT_ONE);
+	cc_u64 cap = cc_pick(cc_lt_mask(0, h->rate_cap), h->rate_cap, CC_RATE_ONE);
+
+	w = cc_max(cc_max(cc_min(w, p->w_max), p->w_min), 1);	/* the cut divides by w */
+	eff->weight = w;
+	eff->ceiling = cc_min(cap, CC_RATE_ONE);
+	eff->floor = cc_min(h->rate_floor, eff->ceiling);
+	eff->ai = ((cc_u64)p->rpg_ai_rate * w) >> 10;
+	eff->hai = ((cc_u64)p->rpg_hai_rate * w) >> 10;
+}
+
+/*
+ * Closed form of n increase steps whose increments are a0, a0 + s,
+ * a0 + 2s, ...: each raises Rt by its increment (never above the ceiling),
+ * then sets Rc = floor((Rt + Rc) / 2). With the gap e = Rt - Rc, a step
+ * gives e' = ceil((e + a) / 2), so the deviation of e from (a - s) halves,
+ * rounding up, every step. The first m steps stay below the ceiling; if
+ * n > m, step m + 1 reaches it and later steps only halve the gap.
+ */
+CC_INLINE void cc_steps_apply(struct dcqcn_state *st, cc_u64 n, cc_u64 m, cc_u64 a0, cc_u64 s,
+			      cc_u64 ceiling)
+{
+	cc_u64 rt = st->rt, capped;
+	cc_s64 e = (cc_s64)st->rt - (cc_s64)st->rc, e_cap;
+
+	/* m = 0 leaves rt and e as they are: the terms cancel modulo 2^64 */
+	rt += m * a0 + s * m * (m - 1) / 2;
+	e = (cc_s64)(a0 + (m - 1) * s) - (cc_s64)s + cc_ceil_shr(e - (cc_s64)a0 + 2 * (cc_s64)s, m);
+	capped = cc_lt_mask(m, n);
+	e_cap = cc_ceil_shr(cc_ceil_shr(e + (cc_s64)(ceiling - cc_min(rt, ceiling)), 1), n - m - 1);
+	e = (cc_s64)cc_pick(capped, (cc_u64)e_cap, (cc_u64)e);
+	rt = cc_pick(capped, ceiling, rt);
+	st->rt = (cc_u32)rt;
+	st->rc = (cc_u32)(rt - (cc_u64)e);
+}
+
+/* n steps of a constant increment a: m = steps with Rt + m*a < ceiling. */
+CC_INLINE void cc_const_steps(struct dcqcn_state *st, cc_u64 n, cc_u64 a, cc_u64 ceiling)
+{
+	cc_u64 room = ceiling - cc_min(st->rt, ceiling);
+	cc_u64 m = cc_min(n, (room - 1) / cc_max(a, 1));
+
+	m = cc_pick(cc_lt_mask(0, a), m, n);	/* a = 0 never reaches the ceiling */
+	m = cc_pick(cc_lt_mask(0, room), m, 0);	/* already there */
+	cc_steps_apply(st, n, m, a, 0, ceiling);
+}
+
+/* n <= 63 steps of a hyper ramp a0, a0 + s, ...: m by binary search
+ * (the sum grows with m), six bits. */
+CC_INLINE void cc_ramp_steps(struct dcqcn_state *st, cc_u64 n, cc_u64 a0, cc_u64 s,
+			     cc_u64 ceiling)
+{
+	cc_u64 room = ceiling - cc_min(st->rt, ceiling), m = 0, c, sum;
+	int bit;
+
+	CC_UNROLL
+	for (bit = 5; bit >= 0; bit--) {
+		c = m + (1ull << bit);
+		sum = c * a0 + s * c * (c - 1) / 2;
+		m = cc_pick(~cc_lt_mask(n, c) & cc_lt_mask(sum, room), c, m);
+	}
+	cc_steps_apply(st, n, m, a0, s, ceiling);
+}
+
+/* The increment of an increase event that leaves the counters at (T, BC). */
+CC_INLINE cc_u64 cc_increment(const struct dcqcn_params *p, const struct cc_effective *eff,
+			      cc_u64 t, cc_u64 bc)
+{
+	cc_u64 f = p->rpg_threshold, lo, hi, hyper, with_bytes, without_bytes;
+
+	/* byte counter enabled: fast recovery while max(T, BC) < F, hyper
+	 * (i = min(T, BC) - F + 1) when min(T, BC) >= F, else additive */
+	lo = cc_min(t, bc);
+	hi = cc_max(t, bc);
+	hyper = cc_min(lo - f + 1, CC_HAI_MAX_I) * eff->hai;
+	with_bytes = cc_pick(cc_lt_mask(hi, f), 0, cc_pick(cc_lt_mask(lo, f), eff->ai, hyper));
+	/* disabled (ns-3 / HPCC-simulator convention): fast recovery while
+	 * T < F, additive at T == F, hyper with i = T - F above */
+	hyper = cc_min(t - f, CC_HAI_MAX_I) * eff->hai;
+	without_bytes = cc_pick(cc_lt_mask(t, f), 0, cc_pick(cc_lt_mask(f, t), hyper, eff->ai));
+	return cc_pick(cc_lt_mask(0, p->rpg_byte_reset), with_bytes, without_bytes);
+}
+
+/* How many of the steps T = t0+1 .. t_end fall in [lo, hi], and the
+ * first of them. */
+CC_INLINE cc_u64 cc_stretch(cc_u64 t0, cc_u64 t_end, cc_u64 lo, cc_u64 hi, cc_u64 *first)
+{
+	cc_u64 last = cc_min(hi, t_end);
+
+	*first = cc_max(lo, t0 + 1);
+	return cc_pick(cc_lt_mask(last, *first), 0, last - *first + 1);
+}
+
+/*
+ * k increase-timer events: T runs t0+1 .. t0+k with BC fixed. The
+ * increment is piecewise linear in T; each stretch is applied in closed
+ * form, in order:
+ *   1. T < F: fast recovery (0), or additive if BC >= F (byte counter on);
+ *   2. from F: additive, once (byte counter off) or for good (on, BC < F);
+ *   3. the hyper ramp, i growing by one per step up to 64 (off: i = T - F
+ *      from F + 1; on, BC >= F: i = T - F + 1 from F up to T = BC);
+ *   4. then a constant hyper increment (i = 64, or BC - F + 1 when on).
+ * Stretches that do not apply in a mode are empty (lo > hi).
+ */
+CC_INLINE void dcqcn_on_increase_timer(struct dcqcn_state *st, const struct dcqcn_params *p,
+				       const struct cc_effective *eff, cc_u64 k)
+{
+	cc_u64 t0 = st->t_count, bc = st->bc_count, f = p->rpg_threshold;
+	cc_u64 t_end = t0 + k, n, first, empty_lo = t_end + 1;
+	cc_u64 on = cc_lt_mask(0, p->rpg_byte_reset), bc_high = on & ~cc_lt_mask(bc, f);
+	cc_u64 ai_only = on & ~bc_high;
+	cc_u64 add_hi, ramp_lo, ramp_hi, hyper_i;
+
+	n = cc_stretch(t0, t_end, 1, f - 1, &first);
+	cc_const_steps(st, n, eff->ai & bc_high, eff->ceiling);
+
+	add_hi = cc_pick(on, cc_pick(ai_only, t_end, f - 1), f);
+	n = cc_stretch(t0, t_end, f, add_hi, &first);
+	cc_const_steps(st, n, eff->ai, eff->ceiling);
+
+	ramp_lo = cc_pick(on, cc_pick(bc_high, f, empty_lo), f + 1);
+	ramp_hi = cc_pick(on, cc_min(bc, f + CC_HAI_MAX_I - 1), f + CC_HAI_MAX_I - 1);
+	n = cc_stretch(t0, t_end, ramp_lo, ramp_hi, &first);
+	/* the ramp starts at i = 1 at ramp_lo */
+	cc_ramp_steps(st, n, (first - ramp_lo + 1) * eff->hai, eff->hai, eff->ceiling);
+
+	hyper_i = cc_pick(on, cc_min(bc - f + 1, CC_HAI_MAX_I), CC_HAI_MAX_I);
+	n = cc_stretch(t0, t_end, cc_pick(ai_only, empty_lo, ramp_hi + 1), t_end, &first);
+	cc_const_steps(st, n, hyper_i * eff->hai, eff->ceiling);
+
+	st->t_count = (cc_u16)cc_min(t_end, CC_COUNT_MAX);
+}
+
+/* Alpha periods that ended at or before now: the first uses the seen flag,
+ * the rest (no CNP in them) decay alpha by (G/1024)^(k-1) at once. */
+CC_INLINE void dcqcn_on_alpha_timer(struct dcqcn_state *st, const struct dcqcn_params *p,
+				    cc_u64 now)
+{
+	cc_u64 next = cc_get64(st->alpha_next_lo, st->alpha_next_hi);
+	cc_u64 period = cc_max(p->dce_tcp_rtt_ns, 1), k, alpha, g = p->dce_tcp_g;
+
+	if (now < next)
+		return;
+	k = (now - next) / period + 1;
+	alpha = st->alpha;
+	alpha = (alpha * g + ((st->flags & CC_F_SEEN) ? (1024 - g) * CC_ALPHA_ONE : 0) + 512) >> 10;
+	alpha = (alpha * cc_pow_q30((cc_u32)g, k - 1) + (1ull << 29)) >> 30;
+	st->alpha = (cc_u32)alpha;
+	st->flags &= ~CC_F_SEEN;
+	CC_SET64(st->alpha_next_lo, st->alpha_next_hi, next + k * period);
+}
+
+/* Bring the state up to now: initialise, clamp to the hook's cap, apply
+ * the timer events that fell due since the last call. */
+CC_INLINE void cc_begin(struct dcqcn_state *st, const struct dcqcn_params *p,
+			const struct cc_effective *eff, cc_u64 now)
+{
+	cc_u64 next, period = cc_max(p->rpg_time_reset_ns, 1), k;
+
+	if (!(st->flags & CC_F_INIT)) {
+		st->rc = st->rt = (cc_u32)eff->ceiling;
+		st->alpha = p->initial_alpha_value << 10;
+		st->byte_acc = 0;
+		st->t_count = st->bc_count = 0;
+		st->flags = CC_F_INIT;
+		CC_SET64(st->alpha_next_lo, st->alpha_next_hi, now + cc_max(p->dce_tcp_rtt_ns, 1));
+		CC_SET64(st->inc_next_lo, st->inc_next_hi, now + period);
+		CC_SET64(st->last_cut_lo, st->last_cut_hi, now);
+	}
+	st->rt = (cc_u32)cc_min(st->rt, eff->ceiling);
+	st->rc = (cc_u32)cc_min(st->rc, eff->ceiling);
+	dcqcn_on_alpha_timer(st, p, now);
+	next = cc_get64(st->inc_next_lo, st->inc_next_hi);
+	if (now >= next) {
+		k = (now - next) / period + 1;
+		CC_SET64(st->inc_next_lo, st->inc_next_hi, next + k * period);
+		dcqcn_on_increase_timer(st, p, eff, cc_min(k, CC_MAX_TIMER_STEPS));
+	}
+}
+
+/* The hook's floor and cap hold after every event; Rt never below Rc. */
+CC_INLINE void cc_end(struct dcqcn_state *st, const struct cc_effective *eff)
+{
+	cc_u64 rc = cc_min(cc_max(st->rc, eff->floor), eff->ceiling);
+
+	st->rc = (cc_u32)rc;
+	st->rt = (cc_u32)cc_max(st->rt, rc);
+}
+
+/* A CNP: mark the alpha period; cut unless the last cut is too recent. */
+CC_INLINE void cc_cnp(struct dcqcn_state *st, const struct dcqcn_params *p,
+		      const struct cc_effective *eff, cc_u64 now)
+{
+	cc_u64 rc = st->rc, factor;
+	cc_u64 last_cut = cc_get64(st->last_cut_lo, st->last_cut_hi);
+
+	st->flags |= CC_F_SEEN;
+	if ((st->flags & CC_F_CUT) && now - last_cut < p->rate_reduce_monitor_period_ns)
+		return;
+	/* alpha as it is before this period's update; w > 1 tempers the cut */
+	factor = ((cc_u64)st->alpha >> (p->rpg_gd - 10)) * CC_WEIGHT_ONE / eff->weight;
+	factor = cc_min(factor, CC_RATE_ONE);
+	st->rt = (cc_u32)rc;
+	rc = cc_max(rc - ((rc * factor) >> 20), cc_max(rc * p->rpg_min_dec_fac / 100, p->rpg_min_rate));
+	st->rc = (cc_u32)rc;
+	st->t_count = st->bc_count = 0;
+	st->byte_acc = 0;
+	CC_SET64(st->inc_next_lo, st->inc_next_hi, now + cc_max(p->rpg_time_reset_ns, 1));
+	CC_SET64(st->last_cut_lo, st->last_cut_hi, now);
+	st->flags |= CC_F_CUT;
+}
+
+/* Bytes sent: every rpg_byte_reset of them is a BC increase event (at most
+ * CC_MAX_BC_EVENTS_PER_TX per call; the rest wait in the accumulator). */
+CC_INLINE void cc_tx(struct dcqcn_state *st, const struct dcqcn_params *p,
+		     const struct cc_effective *eff, cc_u32 bytes)
+{
+	cc_u64 acc, a, due, reset = p->rpg_byte_reset;
+	int i;
+
+	if (!reset)
+		return;
+	acc = cc_min((cc_u64)st->byte_acc + bytes, 0xffffffffull);
+	CC_UNROLL
+	for (i = 0; i < CC_MAX_BC_EVENTS_PER_TX; i++) {
+		due = -cc_lt_mask(acc, reset) - 1;	/* 1 when acc >= reset */
+		CC_OPAQUE(due);
+		due &= 1;
+		acc -= due * reset;
+		st->bc_count = (cc_u16)cc_min((cc_u64)st->bc_count + due, CC_COUNT_MAX);
+		a = cc_increment(p, eff, st->t_count, st->bc_count);
+		cc_const_steps(st, due, a, eff->ceiling);
+	}
+	st->byte_acc = (cc_u32)acc;
+}
+
+enum cc_event_kind {
+	CC_EV_ADVANCE = 0,		/* timers only: the rate as seen at now */
+	CC_EV_CNP = 1,
+	CC_EV_TX = 2,
+};
+
+/* One event: timers up to now, then the event, then the hook's bounds. */
+CC_INLINE void dcqcn_on_event(struct dcqcn_state *st, const struct dcqcn_params *p,
+			      const struct prc_hook *h, cc_u32 kind, cc_u32 bytes, cc_u64 now)
+{
+	struct cc_effective eff;
+
+	cc_effective_init(&eff, p, h);
+	cc_begin(st, p, &eff, now);
+	if (kind == CC_EV_CNP)
+		cc_cnp(st, p, &eff, now);
+	else if (kind == CC_EV_TX)
+		cc_tx(st, p, &eff, bytes);
+	cc_end(st, &eff);
+}
+
+CC_INLINE void dcqcn_on_cnp(struct dcqcn_state *st, const struct dcqcn_params *p,
+			    const struct prc_hook *h, cc_u64 now)
+{
+	dcqcn_on_event(st, p, h, CC_EV_CNP, 0, now);
+}
+
+CC_INLINE void dcqcn_on_tx(struct dcqcn_state *st, const struct dcqcn_params *p,
+			   const struct prc_hook *h, cc_u32 bytes, cc_u64 now)
+{
+	dcqcn_on_event(st, p, h, CC_EV_TX, bytes, now);
+}
+
+CC_INLINE void dcqcn_advance(struct dcqcn_state *st, const struct dcqcn_params *p,
+			     const struct prc_hook *h, cc_u64 now)
+{
+	dcqcn_on_event(st, p, h, CC_EV_ADVANCE, 0, now);
+}
+
+#endif /* PRC_CC_DCQCN_H */

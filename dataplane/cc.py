@@ -1,0 +1,215 @@
+"""The congestion-control core (bpf/cc/dcqcn.h) from Python: ctypes mirrors
+of its structs, parameters in firmware units, and its two builds -- the
+host shared library (tests, simulator) and the BPF test program (run with
+BPF_PROG_TEST_RUN)."""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import subprocess
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from dataplane.bpf_build import BPF_DIR
+
+RATE_ONE = 1 << 20        # line rate in the core's fixed point
+ALPHA_ONE = 1 << 20
+WEIGHT_ONE = 1024
+EV_ADVANCE, EV_CNP, EV_TX = 0, 1, 2
+EVENT_KINDS = {"advance": EV_ADVANCE, "cnp": EV_CNP, "tx": EV_TX}
+CC_DIR = BPF_DIR / "cc"
+BUILD_DIR = BPF_DIR.parent / "build"
+
+
+class Params(ctypes.Structure):
+    """struct dcqcn_params."""
+
+    _fields_ = [(name, ctypes.c_uint32) for name in (
+        "rpg_time_reset_ns", "rpg_byte_reset", "rpg_threshold", "rpg_ai_rate", "rpg_hai_rate",
+        "rpg_gd", "rpg_min_dec_fac", "rpg_min_rate", "dce_tcp_g", "dce_tcp_rtt_ns",
+        "rate_reduce_monitor_period_ns", "initial_alpha_value", "w_min", "w_max")]
+
+
+class Hook(ctypes.Structure):
+    """struct prc_hook: what the PRC control plane writes per process."""
+
+    _fields_ = [("weight", ctypes.c_uint32), ("rate_floor", ctypes.c_uint32),
+                ("rate_cap", ctypes.c_uint32), ("reserved", ctypes.c_uint32)]
+
+
+class State(ctypes.Structure):
+    """struct dcqcn_state: 48 bytes, a DOCA PCC per-flow context."""
+
+    _fields_ = [("rc", ctypes.c_uint32), ("rt", ctypes.c_uint32), ("alpha", ctypes.c_uint32),
+                ("byte_acc", ctypes.c_uint32),
+                ("alpha_next_lo", ctypes.c_uint32), ("alpha_next_hi", ctypes.c_uint32),
+                ("inc_next_lo", ctypes.c_uint32), ("inc_next_hi", ctypes.c_uint32),
+                ("last_cut_lo", ctypes.c_uint32), ("last_cut_hi", ctypes.c_uint32),
+                ("t_count", ctypes.c_uint16), ("bc_count", ctypes.c_uint16),
+                ("flags", ctypes.c_uint32)]
+
+    def key(self) -> tuple:
+        """Every field, for bit-exact comparison."""
+        return tuple(getattr(self, name) for name, _ in self._fields_)
+
+
+class Event(ctypes.Structure):
+    """struct cc_event."""
+
+    _fields_ = [("kind", ctypes.c_uint32), ("bytes", ctypes.c_uint32),
+                ("now_ns", ctypes.c_uint64), ("hook", Hook)]
+
+
+class ParamError(ValueError):
+    """A CC parameter out of its range; str() names it."""
+
+
+@dataclass(frozen=True)
+class DcqcnConfig:
+    """DCQCN reaction-point parameters with NVIDIA firmware names and
+    defaults (DESIGN section 5), in physical units, plus PRC's weight bounds."""
+
+    line_rate_gbps: float = 100.0
+    rpg_time_reset_us: float = 300.0
+    rpg_byte_reset: int = 32767
+    rpg_threshold: int = 1
+    rpg_ai_rate_mbps: float = 5.0
+    rpg_hai_rate_mbps: float = 50.0
+    rpg_gd: int = 11
+    rpg_min_dec_fac: int = 50
+    rpg_min_rate_mbps: float = 1.0
+    dce_tcp_g: int = 1019
+    dce_tcp_rtt_us: float = 1.0
+    rate_reduce_monitor_period_us: float = 4.0
+    initial_alpha_value: int = 1023
+    w_min: float = 0.25
+    w_max: float = 4.0
+
+    def rate_q20(self, mbps: float) -> int:
+        return round(mbps * 1e6 / (self.line_rate_gbps * 1e9) * RATE_ONE)
+
+    def params(self, dilation: float = 1.0) -> Params:
+        """The core's parameter struct: rates as fractions of line rate,
+        times in ns scaled by the dilation factor."""
+        self.validate()
+        ns = lambda us: max(1, round(us * 1000 * dilation))
+        return Params(
+            rpg_time_reset_ns=ns(self.rpg_time_reset_us), rpg_byte_reset=self.rpg_byte_reset,
+            rpg_threshold=self.rpg_threshold, rpg_ai_rate=self.rate_q20(self.rpg_ai_rate_mbps),
+            rpg_hai_rate=self.rate_q20(self.rpg_hai_rate_mbps), rpg_gd=self.rpg_gd,
+            rpg_min_dec_fac=self.rpg_min_dec_fac, rpg_min_rate=self.rate_q20(self.rpg_min_rate_mbps),
+            dce_tcp_g=self.dce_tcp_g, dce_tcp_rtt_ns=ns(self.dce_tcp_rtt_us),
+            rate_reduce_monitor_period_ns=ns(self.rate_reduce_monitor_period_us),
+            initial_alpha_value=self.initial_alpha_value,
+            w_min=round(self.w_min * WEIGHT_ONE), w_max=round(self.w_max * WEIGHT_ONE))
+
+    def validate(self) -> None:
+        checks = [
+            ("line_rate_gbps", self.line_rate_gbps > 0, "must be positive"),
+            ("rpg_time_reset_us", 0 < self.rpg_time_reset_us <= 4e6, "must be in (0, 4 s]"),
+            ("rpg_byte_reset", self.rpg_byte_reset == 0 or 1024 <= self.rpg_byte_reset < 2**31,
+             "must be 0 (off) or 1024..2^31"),
+            ("rpg_threshold", 1 <= self.rpg_threshold <= 31, "must be 1..31"),
+            ("rpg_ai_rate_mbps", 0 <= self.rpg_ai_rate_mbps <= self.line_rate_gbps * 1e3,
+             "must be within 0..line rate"),
+            ("rpg_hai_rate_mbps", 0 <= self.rpg_hai_rate_mbps <= self.line_rate_gbps * 1e3,
+             "must be within 0..line rate"),
+            ("rpg_gd", 10 <= self.rpg_gd <= 20, "must be 10..20"),
+            ("rpg_min_dec_fac", 0 <= self.rpg_min_dec_fac <= 100, "must be 0..100 (percent)"),
+            ("rpg_min_rate_mbps", 0 <= self.rpg_min_rate_mbps <= self.line_rate_gbps * 1e3,
+             "must be within 0..line rate"),
+            ("dce_tcp_g", 0 <= self.dce_tcp_g <= 1024, "must be 0..1024"),
+            ("dce_tcp_rtt_us", 0 < self.dce_tcp_rtt_us <= 4e6, "must be in (0, 4 s]"),
+            ("rate_reduce_monitor_period_us", 0 <= self.rate_reduce_monitor_period_us <= 4e6,
+             "must be in [0, 4 s]"),
+            ("initial_alpha_value", 0 <= self.initial_alpha_value <= 1024, "must be 0..1024"),
+            ("w_min", 1 / 1024 <= self.w_min <= 1, "must be in [1/1024, 1]"),
+            ("w_max", 1 <= self.w_max <= 64, "must be in [1, 64]"),
+        ]
+        for name, ok, reason in checks:
+            if not ok:
+                raise ParamError(f"{name}: {reason}, got {getattr(self, name)}")
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+
+def hook(weight: float = 1.0, floor_frac: float = 0.0, cap_frac: float = 0.0) -> Hook:
+    """A hook from a weight and floor/cap as fractions of line rate (0: none)."""
+    return Hook(weight=round(weight * WEIGHT_ONE), rate_floor=round(floor_frac * RATE_ONE),
+                rate_cap=round(cap_frac * RATE_ONE))
+
+
+def event(kind: int, now_ns: int, nbytes: int = 0, hk: Hook | None = None) -> Event:
+    return Event(kind=kind, bytes=nbytes, now_ns=now_ns, hook=hk if hk is not None else Hook())
+
+
+class HostCC:
+    """The core compiled with the system C compiler into a shared library
+    (cached under build/ by a hash of its sources)."""
+
+    def __init__(self):
+        self.lib = ctypes.CDLL(str(build_host_library()))
+        self.lib.cc_apply_events.argtypes = [ctypes.POINTER(Params), ctypes.POINTER(State),
+                                             ctypes.POINTER(Event), ctypes.c_size_t,
+                                             ctypes.POINTER(State)]
+        self.lib.cc_apply_events.restype = None
+        self.lib.cc_apply_each.argtypes = [ctypes.POINTER(Params), ctypes.POINTER(State),
+                                           ctypes.POINTER(Event), ctypes.c_size_t]
+        self.lib.cc_apply_each.restype = None
+        for name in ("cc_state_size", "cc_params_size", "cc_event_size"):
+            getattr(self.lib, name).restype = ctypes.c_size_t
+
+    def run(self, params: Params, events: list[Event], state: State | None = None) -> list[State]:
+        """Apply the events in order to `state` (fresh if None); the state
+        after each event."""
+        state = state if state is not None else State()
+        n = len(events)
+        ev_array = (Event * n)(*events)
+        trace = (State * n)()
+        self.lib.cc_apply_events(ctypes.byref(params), ctypes.byref(state), ev_array, n, trace)
+        return list(trace)
+
+
+def build_host_library() -> Path:
+    sources = sorted(CC_DIR.glob("*.[ch]"))
+    digest = hashlib.sha1(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
+    out = BUILD_DIR / f"libprccc-{digest}.so"
+    if not out.exists():
+        BUILD_DIR.mkdir(exist_ok=True)
+        tmp = out.with_suffix(".tmp")
+        subprocess.run(["cc", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-Wno-unknown-pragmas",
+                        "-shared", "-fPIC", "-o", str(tmp), str(CC_DIR / "host.c")], check=True)
+        tmp.rename(out)
+    return out
+
+
+class BpfCC:
+    """The core inside a BPF program (bpf/cc_test.c): each event travels in
+    a test frame through BPF_PROG_TEST_RUN; the state lives in a map."""
+
+    def __init__(self):
+        from bcc import BPF
+
+        from dataplane.bpf_build import compile_bpf
+
+        self.bpf = compile_bpf("cc_test")
+        self.fd = self.bpf.load_func("cc_test", BPF.XDP).fd
+        self._params = self.bpf["cc_params"]
+        self._state = self.bpf["cc_state"]
+
+    def run(self, params: Params, events: list[Event], state: State | None = None) -> list[State]:
+        from dataplane.prog_test_run import prog_test_run
+
+        key = self._state.Key(0)
+        self._params[key] = self._params.Leaf.from_buffer_copy(bytes(params))
+        self._state[key] = self._state.Leaf.from_buffer_copy(bytes(state if state is not None else State()))
+        trace = []
+        for ev in events:
+            prog_test_run(self.fd, bytes(ev))
+            trace.append(State.from_buffer_copy(bytes(self._state[key])))
+        return trace
+
+    def close(self) -> None:
+        self.bpf.cleanup()
