@@ -3,7 +3,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bootstrap clean-venv
+.PHONY: demo test bench bootstrap clean-venv
 
 bootstrap:
 	bash scripts/bootstrap
@@ -14,6 +14,9 @@ demo: bootstrap
 
 test: bootstrap
 	$(PY) -m pytest -q
+
+bench: bootstrap
+	$(PY) benchmarks/cc_bench.py
 
 clean-venv:
 	rm -rf $(VENV)

@@ -37,12 +37,28 @@ def _add_testbed_args(p: argparse.ArgumentParser) -> None:
     add_arguments(p)
 
 
+def _cc(args) -> int:
+    from dataplane.cc_trace import main
+    return main(args.events, args.png, args.line_rate_gbps, args.param)
+
+
+def _add_cc_args(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=type(p))
+    tr = sub.add_parser("trace", help="rate and alpha after each event of a CSV, and a PNG")
+    tr.add_argument("events", help="CSV: time_us,event[,bytes,weight,floor_gbps,cap_gbps]")
+    tr.add_argument("--png", help="plot path (default: the CSV's name with .png)")
+    tr.add_argument("--line-rate-gbps", type=float, default=100.0)
+    tr.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                    help="a DCQCN parameter by its firmware name, e.g. rpg_threshold=5")
+
+
 # name -> (help, handler, add-arguments)
 COMMANDS = {
     "doctor": ("check that this machine can run the emulator", _doctor, None),
     "demo": ("send RoCEv2 messages across a veth and count them per QP in XDP", _demo, _add_demo_args),
     "testbed": ("build, inspect and remove namespace testbeds from scenario files", _testbed,
                 _add_testbed_args),
+    "cc": ("the congestion-control core on its own", _cc, _add_cc_args),
 }
 
 

@@ -189,12 +189,12 @@ class BpfCC:
     """The core inside a BPF program (bpf/cc_test.c): each event travels in
     a test frame through BPF_PROG_TEST_RUN; the state lives in a map."""
 
-    def __init__(self):
+    def __init__(self, from_template: bool = False):
         from bcc import BPF
 
         from dataplane.bpf_build import compile_bpf
 
-        self.bpf = compile_bpf("cc_test")
+        self.bpf = compile_bpf("cc_test", {"CC_TEST_FROM_TEMPLATE": from_template})
         self.fd = self.bpf.load_func("cc_test", BPF.XDP).fd
         self._params = self.bpf["cc_params"]
         self._state = self.bpf["cc_state"]

@@ -155,10 +155,13 @@ class DcqcnModel:
         e = Rt - Rc obeys e' = (e + a) / 2, so e - a halves each step."""
         s = self.s
         e = s.rt - s.rc
-        below = n if a <= 0 else max(0, min(n, int((ceiling - s.rt) / a - 1e-12)))
-        # steps that keep Rt + a below the ceiling: Rt + below * a < ceiling
-        while below > 0 and s.rt + below * a >= ceiling:
-            below -= 1
+        if a <= 0:
+            below = n       # Rt never moves; the gap just halves
+        else:
+            # steps that keep Rt below the ceiling: Rt + below * a < ceiling
+            below = max(0, min(n, int((ceiling - s.rt) / a)))
+            while below > 0 and s.rt + below * a >= ceiling:
+                below -= 1
         s.rt += below * a
         e = a + (e - a) * 0.5 ** below
         if below < n:
