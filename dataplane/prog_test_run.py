@@ -44,6 +44,7 @@ class ProgRunResult:
     verdict: int          # the program's return value (XDP_PASS, TC_ACT_OK, ...)
     data_out: bytes       # the frame as the program left it
     duration_ns: int      # kernel-measured mean time per repetition
+    ctx_out: bytes = b""  # the context as the program left it, when one was given
 
 
 _libbpf = None
@@ -65,8 +66,9 @@ def libbpf():
     return _libbpf
 
 
-def prog_test_run(prog_fd: int, frame: bytes, repeat: int = 1) -> ProgRunResult:
-    """Run the program once (or `repeat` times, for timing) on `frame`."""
+def prog_test_run(prog_fd: int, frame: bytes, repeat: int = 1, ctx: bytes | None = None) -> ProgRunResult:
+    """Run the program once (or `repeat` times, for timing) on `frame`,
+    optionally with a context (e.g. a struct __sk_buff for TC programs)."""
     if not MIN_FRAME_BYTES <= len(frame) <= MAX_FRAME_BYTES:
         raise ValueError(
             f"test frame must be {MIN_FRAME_BYTES}..{MAX_FRAME_BYTES} bytes, got {len(frame)}")
@@ -82,6 +84,13 @@ def prog_test_run(prog_fd: int, frame: bytes, repeat: int = 1) -> ProgRunResult:
         data_size_out=out_cap,
         repeat=max(1, repeat),
     )
+    if ctx is not None:
+        ctx_in = ctypes.create_string_buffer(bytes(ctx), len(ctx))
+        ctx_out = ctypes.create_string_buffer(len(ctx))
+        opts.ctx_in = ctypes.cast(ctx_in, ctypes.c_void_p)
+        opts.ctx_size_in = len(ctx)
+        opts.ctx_out = ctypes.cast(ctx_out, ctypes.c_void_p)
+        opts.ctx_size_out = len(ctx)
     if libbpf().bpf_prog_test_run_opts(prog_fd, ctypes.byref(opts)) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"BPF_PROG_TEST_RUN failed: {os.strerror(err)}")
@@ -89,4 +98,5 @@ def prog_test_run(prog_fd: int, frame: bytes, repeat: int = 1) -> ProgRunResult:
         verdict=opts.retval,
         data_out=data_out.raw[: opts.data_size_out],
         duration_ns=opts.duration,
+        ctx_out=ctx_out.raw[: opts.ctx_size_out] if ctx is not None else b"",
     )

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The emulated RNIC's maps: structs shared by bpf/nic.c and user space
+ * (ctypes mirrors in dataplane/nic.py, sizes tested).
+ *
+ * QP numbering: QPNs are 1..NIC_MAX_QPS-1, unique across a testbed, and a
+ * sender puts its own QPN in the UDP source port (NIC_SPORT_BASE | QPN),
+ * as RNICs derive the port from the QP: the BTH carries only the
+ * destination QP, and nic_tx must know whose rate paces the packet.
+ */
+#ifndef PRC_NIC_DEFS_H
+#define PRC_NIC_DEFS_H
+
+#include <linux/types.h>
+#include "cc/dcqcn.h"
+
+#ifndef NIC_MAX_QPS
+#define NIC_MAX_QPS 4096
+#endif
+#ifndef NIC_MAX_PROCS
+#define NIC_MAX_PROCS 256
+#endif
+#define NIC_SPORT_BASE 0xc000
+#define NIC_SPORT_QPN_MASK 0x3fff
+
+#define NIC_F_KERNEL_PACER 1u	/* set skb->tstamp (sch_fq enforces it) */
+#define NIC_F_PASS_DATA 2u	/* pass received data up (capture) instead of dropping */
+
+#define QP_F_VALID 1u
+
+struct nic_config {
+	__u64 line_ps_per_byte;		/* live line rate as picoseconds per byte */
+	__u64 pacing_slack_ns;		/* departures may catch up this much */
+	__u64 min_time_between_cnps_ns;
+	__u32 flags;
+	__u32 reserved;
+};
+
+/* What an RC QP context holds that the dataplane needs. */
+struct qp_ctx {
+	__u32 remote_qpn;		/* the peer QP: a CNP goes to it */
+	__u32 proc;			/* owning process: index into proc_hook */
+	__u32 flags;			/* QP_F_VALID */
+	__u32 reserved;
+};
+
+/* CC state of a sending QP: written by nic_rx (CNP) and nic_tx (bytes) on
+ * different CPUs, hence the lock (no helper calls inside it). */
+struct qp_cc {
+	struct bpf_spin_lock lock;
+	__u32 reserved;
+	struct dcqcn_state st;
+};
+
+/* Sending side, per own QPN; user space mmaps it (the cooperative pacer
+ * reads next_departure_ns). */
+struct qp_tx {
+	__u64 next_departure_ns;	/* the next packet may leave from here on */
+	__u64 packets;
+	__u64 bytes;
+	__u64 early_packets;		/* sent before their departure time */
+	__u64 rate;			/* Rc after the last packet, Q20 */
+	__u64 alpha;			/* after the last packet, Q20 */
+	__u64 cnps_received;
+	__u64 reserved;
+};
+
+/* Receiving side, per destination QPN; mmapped for completions. */
+struct qp_rx {
+	__u64 packets;
+	__u64 bytes;
+	__u64 expected_psn;
+	__u64 psn_gap_packets;		/* skipped over by a later PSN */
+	__u64 out_of_order;		/* arrived behind the expected PSN */
+	__u64 messages;			/* LAST/ONLY packets: completions */
+	__u64 ce_packets;
+	__u64 cnps_sent;
+	__u64 last_cnp_ns;
+	__u64 reserved;
+};
+
+/* CRC-32 (reflected, 0xEDB88320) table for the CNP's ICRC, filled by user
+ * space: bcc has no read-only data section for a constant table. */
+struct crc32_table {
+	__u32 t[256];
+};
+
+#endif /* PRC_NIC_DEFS_H */

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The RNIC's per-packet logic, free of map access (bcc rewrites map calls
+ * only in the main file): nic.c looks entries up and passes pointers.
+ */
+#ifndef PRC_NIC_LOGIC_H
+#define PRC_NIC_LOGIC_H
+
+#include "nic_defs.h"
+#include "roce_defs.h"
+
+#define ROCE_OP_SEND_LAST 0x02
+#define ROCE_OP_SEND_ONLY 0x04
+#define ROCE_OP_WRITE_LAST 0x08
+#define ROCE_OP_WRITE_ONLY 0x0a
+#define ROCE_OP_WRITE_ONLY_IMM 0x0b
+#define ROCE_OP_CNP 0x81
+#define ROCE_PSN_MASK 0x00ffffff
+#define IP_ECN_MASK 0x03
+#define IP_ECN_ECT0 0x02
+#define IP_ECN_CE 0x03
+
+/* RC SEND and WRITE opcodes (0x00..0x0b): what the RNIC paces and accounts. */
+static __always_inline int roce_is_data(__u8 opcode)
+{
+	return opcode <= ROCE_OP_WRITE_ONLY_IMM;
+}
+
+/* The last packet of a message: the receiver completes a work request. */
+static __always_inline int roce_ends_message(__u8 opcode)
+{
+	return opcode == ROCE_OP_SEND_LAST || opcode == ROCE_OP_SEND_ONLY ||
+	       opcode == ROCE_OP_WRITE_LAST || opcode == ROCE_OP_WRITE_ONLY ||
+	       opcode == ROCE_OP_WRITE_ONLY_IMM || opcode == 0x03 || opcode == 0x05 ||
+	       opcode == 0x09;	/* ... with immediate */
+}
+
+/* The sender's own QPN from the UDP source port, or 0 when the port does
+ * not carry one (then the packet is not paced). */
+static __always_inline __u32 nic_sender_qpn(__u16 sport_host_order)
+{
+	if ((sport_host_order & ~NIC_SPORT_QPN_MASK) != NIC_SPORT_BASE)
+		return 0;
+	return sport_host_order & NIC_SPORT_QPN_MASK;
+}
+
+/*
+ * Earliest departure time. The packet leaving now was allowed at
+ * tx->next_departure_ns (earlier is counted as early); the next one is
+ * allowed once this one's bytes have gone at the QP's rate. Departures may
+ * lag real time by at most `slack` before the pacer stops counting the lag
+ * as credit: departure = max(last, now - slack) + bytes / rate.
+ */
+static __always_inline __u64 nic_pace(struct qp_tx *tx, const struct nic_config *cfg,
+				      __u64 now, __u32 bytes, __u32 rate_q20)
+{
+	__u64 last = tx->next_departure_ns, start, tx_ns;
+
+	if (now < last)
+		__sync_fetch_and_add(&tx->early_packets, 1);
+	start = now - cfg->pacing_slack_ns;
+	if (start < last || now < cfg->pacing_slack_ns)
+		start = last;
+	if (rate_q20 == 0)
+		rate_q20 = 1;
+	tx_ns = (__u64)bytes * cfg->line_ps_per_byte * CC_RATE_ONE / rate_q20 / 1000;
+	tx->next_departure_ns = start + tx_ns;
+	return start > now ? start : now;	/* this packet's own departure */
+}
+
+/*
+ * Receive accounting for one data packet of a QP: PSNs compare modulo
+ * 2^24; a PSN ahead of the expected one skips packets (a gap), one behind
+ * it is out of order (a retransmission or a reordering).
+ */
+static __always_inline void nic_account_rx(struct qp_rx *rx, __u32 psn, __u32 bytes, __u8 opcode,
+					   int ce)
+{
+	__u32 expected = rx->expected_psn & ROCE_PSN_MASK;
+	__u32 ahead = (psn - expected) & ROCE_PSN_MASK;
+
+	__sync_fetch_and_add(&rx->packets, 1);
+	__sync_fetch_and_add(&rx->bytes, bytes);
+	if (ce)
+		__sync_fetch_and_add(&rx->ce_packets, 1);
+	if (ahead < (1u << 23)) {
+		rx->psn_gap_packets += ahead;
+		rx->expected_psn = (psn + 1) & ROCE_PSN_MASK;
+	} else {
+		__sync_fetch_and_add(&rx->out_of_order, 1);
+	}
+	if (roce_ends_message(opcode))
+		__sync_fetch_and_add(&rx->messages, 1);
+}
+
+#endif /* PRC_NIC_LOGIC_H */

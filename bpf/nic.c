@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The emulated RNIC of a host. nic_tx (TC egress) paces and ECN-marks what
+ * the host sends and feeds its bytes to the CC core; nic_rx (XDP) accounts
+ * what it receives, answers CE marks with CNPs (the notification point)
+ * and applies CNPs to the sending QP's rate (the reaction point). One
+ * object serves a testbed: QPNs are unique across it, so the maps are
+ * shared by all host NICs.
+ */
+#include <uapi/linux/bpf.h>
+#include <uapi/linux/pkt_cls.h>
+#include "parse.h"
+#include "nic_defs.h"
+#include "nic_logic.h"
+#include "roce_cnp.h"
+
+BPF_ARRAY(nic_config, struct nic_config, 1);
+BPF_ARRAY(cc_params, struct dcqcn_params, 1);
+BPF_ARRAY(qp_ctx, struct qp_ctx, NIC_MAX_QPS);
+BPF_ARRAY(qp_cc, struct qp_cc, NIC_MAX_QPS);
+BPF_F_TABLE("array", __u32, struct qp_tx, qp_tx, NIC_MAX_QPS, BPF_F_MMAPABLE);
+BPF_F_TABLE("array", __u32, struct qp_rx, qp_rx, NIC_MAX_QPS, BPF_F_MMAPABLE);
+BPF_F_TABLE("array", __u32, struct prc_hook, proc_hook, NIC_MAX_PROCS, BPF_F_MMAPABLE);
+BPF_ARRAY(crc32, struct crc32_table, 1);
+
+int nic_tx(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data, *data_end = (void *)(long)skb->data_end;
+	struct cursor c;
+	struct roce_bth *bth;
+	struct udphdr *udp;
+	struct iphdr *iph;
+	struct nic_config *cfg;
+	struct dcqcn_params *p;
+	struct qp_ctx *ctx;
+	struct qp_cc *cc;
+	struct qp_tx *tx;
+	struct prc_hook hook = {}, *hk;
+	__u32 zero = 0, qpn, proc, rate, alpha;
+	__u64 now, departure;
+	__u16 old_word, new_word;
+	int bytes;
+
+	cursor_init(&c, data, data_end);
+	bytes = parse_roce(&c, skb->len, &bth);
+	if (bytes < 0 || !roce_is_data(bth->opcode))
+		return TC_ACT_OK;
+	iph = data + sizeof(struct ethhdr);
+	if ((void *)(iph + 1) > data_end)
+		return TC_ACT_OK;
+	udp = (void *)iph + iph->ihl * 4;
+	if ((void *)(udp + 1) > data_end)
+		return TC_ACT_OK;
+	qpn = nic_sender_qpn(bpf_ntohs(udp->source));
+	if (qpn == 0 || qpn >= NIC_MAX_QPS)
+		return TC_ACT_OK;
+
+	cfg = nic_config.lookup(&zero);
+	p = cc_params.lookup(&zero);
+	ctx = qp_ctx.lookup(&qpn);
+	cc = qp_cc.lookup(&qpn);
+	tx = qp_tx.lookup(&qpn);
+	if (!cfg || !p || !ctx || !cc || !tx || !(ctx->flags & QP_F_VALID))
+		return TC_ACT_OK;
+	proc = ctx->proc;
+	hk = proc_hook.lookup(&proc);
+	if (hk)
+		hook = *hk;	/* map reads before the lock: no helper calls inside it */
+
+	now = bpf_ktime_get_ns();
+	bpf_spin_lock(&cc->lock);
+	dcqcn_on_tx(&cc->st, p, &hook, bytes, now);
+	rate = cc->st.rc;
+	alpha = cc->st.alpha;
+	bpf_spin_unlock(&cc->lock);
+
+	departure = nic_pace(tx, cfg, now, bytes, rate);
+	__sync_fetch_and_add(&tx->packets, 1);
+	__sync_fetch_and_add(&tx->bytes, bytes);
+	tx->rate = rate;
+	tx->alpha = alpha;
+	if (cfg->flags & NIC_F_KERNEL_PACER)
+		skb->tstamp = departure;
+
+	/* ECT(0) on data that is not ECN-capable yet (CE from upstream stays). */
+	if ((iph->tos & IP_ECN_MASK) == 0) {
+		old_word = *(__u16 *)iph;
+		new_word = old_word;
+		((__u8 *)&new_word)[1] |= IP_ECN_ECT0;
+		bpf_l3_csum_replace(skb, sizeof(struct ethhdr) + offsetof(struct iphdr, check),
+				    old_word, new_word, 2);
+		bpf_skb_store_bytes(skb, sizeof(struct ethhdr), &new_word, 2, 0);
+	}
+	return TC_ACT_OK;
+}
+
+int nic_rx(struct xdp_md *xdp)
+{
+	void *data = (void *)(long)xdp->data, *data_end = (void *)(long)xdp->data_end;
+	struct cursor c;
+	struct roce_bth *bth;
+	struct iphdr *iph;
+	struct nic_config *cfg;
+	struct dcqcn_params *p;
+	struct qp_ctx *ctx;
+	struct qp_cc *cc;
+	struct qp_tx *tx;
+	struct qp_rx *rx;
+	struct crc32_table *tab;
+	struct prc_hook hook = {}, *hk;
+	__u32 zero = 0, qpn, proc, psn, remote;
+	__u64 now;
+	__u8 opcode;
+	int bytes, ce, frame_bytes = bpf_xdp_get_buff_len(xdp);
+
+	cursor_init(&c, data, data_end);
+	bytes = parse_roce(&c, frame_bytes, &bth);
+	if (bytes < 0)
+		return XDP_PASS;
+	iph = data + sizeof(struct ethhdr);
+	if ((void *)(iph + 1) > data_end)
+		return XDP_PASS;
+	opcode = bth->opcode;
+	qpn = bpf_ntohl(bth->dest_qp) & ROCE_QPN_MASK;
+	psn = bpf_ntohl(bth->psn) & ROCE_PSN_MASK;
+	ce = (iph->tos & IP_ECN_MASK) == IP_ECN_CE;
+	if (qpn == 0 || qpn >= NIC_MAX_QPS)
+		return XDP_PASS;
+	cfg = nic_config.lookup(&zero);
+	ctx = qp_ctx.lookup(&qpn);
+	if (!cfg || !ctx || !(ctx->flags & QP_F_VALID))
+		return XDP_PASS;
+	now = bpf_ktime_get_ns();
+
+	if (opcode == ROCE_OP_CNP) {		/* reaction point */
+		p = cc_params.lookup(&zero);
+		cc = qp_cc.lookup(&qpn);
+		tx = qp_tx.lookup(&qpn);
+		if (!p || !cc || !tx)
+			return XDP_PASS;
+		proc = ctx->proc;
+		hk = proc_hook.lookup(&proc);
+		if (hk)
+			hook = *hk;
+		bpf_spin_lock(&cc->lock);
+		dcqcn_on_cnp(&cc->st, p, &hook, now);
+		bpf_spin_unlock(&cc->lock);
+		__sync_fetch_and_add(&tx->cnps_received, 1);
+		return (cfg->flags & NIC_F_PASS_DATA) ? XDP_PASS : XDP_DROP;
+	}
+	if (!roce_is_data(opcode))
+		return XDP_PASS;
+
+	rx = qp_rx.lookup(&qpn);
+	if (!rx)
+		return XDP_PASS;
+	nic_account_rx(rx, psn, bytes, opcode, ce);
+
+	/* notification point: at most one CNP per QP per interval */
+	if (ce && (rx->cnps_sent == 0 || now - rx->last_cnp_ns >= cfg->min_time_between_cnps_ns)) {
+		tab = crc32.lookup(&zero);
+		if (!tab)
+			return XDP_DROP;
+		remote = ctx->remote_qpn;
+		if (bpf_xdp_adjust_tail(xdp, (int)CNP_FRAME_BYTES - frame_bytes))
+			return XDP_DROP;
+		data = (void *)(long)xdp->data;
+		data_end = (void *)(long)xdp->data_end;
+		if (data + CNP_FRAME_BYTES > data_end)
+			return XDP_DROP;
+		build_cnp(data, remote, NIC_SPORT_BASE | qpn, tab);
+		rx->last_cnp_ns = now;
+		__sync_fetch_and_add(&rx->cnps_sent, 1);
+		return XDP_TX;
+	}
+	/* an RNIC places data in memory: nothing goes up the host stack */
+	return (cfg->flags & NIC_F_PASS_DATA) ? XDP_PASS : XDP_DROP;
+}

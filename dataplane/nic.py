@@ -1,0 +1,124 @@
+"""The emulated RNIC's BPF object (bpf/nic.c) from Python: ctypes mirrors of
+its map structs, loading, and typed access to QP contexts, hooks and
+counters."""
+from __future__ import annotations
+
+import ctypes
+
+from dataplane.cc import Hook, Params
+
+MAX_QPS = 4096
+MAX_PROCS = 256
+SPORT_BASE = 0xC000
+SPORT_QPN_MASK = 0x3FFF
+F_KERNEL_PACER = 1
+F_PASS_DATA = 2
+QP_F_VALID = 1
+
+
+class NicConfig(ctypes.Structure):
+    _fields_ = [("line_ps_per_byte", ctypes.c_uint64), ("pacing_slack_ns", ctypes.c_uint64),
+                ("min_time_between_cnps_ns", ctypes.c_uint64), ("flags", ctypes.c_uint32),
+                ("reserved", ctypes.c_uint32)]
+
+
+class QpCtx(ctypes.Structure):
+    _fields_ = [("remote_qpn", ctypes.c_uint32), ("proc", ctypes.c_uint32),
+                ("flags", ctypes.c_uint32), ("reserved", ctypes.c_uint32)]
+
+
+class QpTx(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "next_departure_ns", "packets", "bytes", "early_packets", "rate", "alpha",
+        "cnps_received", "reserved")]
+
+
+class QpRx(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "packets", "bytes", "expected_psn", "psn_gap_packets", "out_of_order", "messages",
+        "ce_packets", "cnps_sent", "last_cnp_ns", "reserved")]
+
+
+def sender_sport(qpn: int) -> int:
+    """The UDP source port a sending QP uses: it carries the sender's QPN."""
+    if not 0 < qpn < MAX_QPS:
+        raise ValueError(f"QPN must be 1..{MAX_QPS - 1}, got {qpn}")
+    return SPORT_BASE | qpn
+
+
+def crc32_table() -> list[int]:
+    """The reflected CRC-32 (polynomial 0xEDB88320) byte table; tests check
+    a CRC computed with it against zlib's."""
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ (0xEDB88320 if c & 1 else 0)
+        table.append(c)
+    return table
+
+
+class Nic:
+    """bpf/nic.c compiled and loaded: nic_tx (SCHED_CLS) and nic_rx (XDP)
+    share its maps."""
+
+    def __init__(self, defines: dict | None = None):
+        from bcc import BPF
+
+        from dataplane.bpf_build import compile_bpf
+
+        self.bpf = compile_bpf("nic", defines)
+        self.tx_fn = self.bpf.load_func("nic_tx", BPF.SCHED_CLS)
+        self.rx_fn = self.bpf.load_func("nic_rx", BPF.XDP)
+        table = self.bpf["crc32"]
+        leaf = table.Leaf()
+        for i, value in enumerate(crc32_table()):
+            leaf.t[i] = value
+        table[table.Key(0)] = leaf
+
+    def _set(self, name: str, index: int, value: ctypes.Structure) -> None:
+        table = self.bpf[name]
+        table[table.Key(index)] = table.Leaf.from_buffer_copy(bytes(value))
+
+    def _get(self, name: str, index: int, kind):
+        table = self.bpf[name]
+        return kind.from_buffer_copy(bytes(table[table.Key(index)]))
+
+    def configure(self, line_rate_bps: float, pacing_slack_ns: int, min_time_between_cnps_ns: int,
+                  params: Params, flags: int = 0) -> None:
+        self._set("nic_config", 0, NicConfig(
+            line_ps_per_byte=round(8e12 / line_rate_bps), pacing_slack_ns=pacing_slack_ns,
+            min_time_between_cnps_ns=min_time_between_cnps_ns, flags=flags))
+        self._set("cc_params", 0, params)
+
+    def add_qp(self, qpn: int, remote_qpn: int, proc: int = 0) -> None:
+        if not 0 < qpn < MAX_QPS or not 0 <= proc < MAX_PROCS:
+            raise ValueError(f"QPN must be 1..{MAX_QPS - 1} and process 0..{MAX_PROCS - 1}")
+        self._set("qp_ctx", qpn, QpCtx(remote_qpn=remote_qpn, proc=proc, flags=QP_F_VALID))
+
+    def set_hook(self, proc: int, hook: Hook) -> None:
+        self._set("proc_hook", proc, hook)
+
+    def tx(self, qpn: int) -> QpTx:
+        return self._get("qp_tx", qpn, QpTx)
+
+    def rx(self, qpn: int) -> QpRx:
+        return self._get("qp_rx", qpn, QpRx)
+
+    def cc_state(self, qpn: int):
+        from dataplane.cc import State
+        raw = bytes(self.bpf["qp_cc"][self.bpf["qp_cc"].Key(qpn)])
+        return State.from_buffer_copy(raw[8:])      # after the lock and its padding
+
+    def reset(self, qps=range(MAX_QPS), procs=range(MAX_PROCS)) -> None:
+        """Zero the per-QP and per-process entries (array maps cannot be
+        emptied, only overwritten)."""
+        for name, indices in (("qp_ctx", qps), ("qp_cc", qps), ("qp_tx", qps), ("qp_rx", qps),
+                              ("proc_hook", procs)):
+            table = self.bpf[name]
+            zero = table.Leaf()
+            for i in indices:
+                table[table.Key(i)] = zero
+
+    def close(self) -> None:
+        self.bpf.cleanup()

@@ -1,0 +1,233 @@
+"""bpf/nic.c through BPF_PROG_TEST_RUN: the notification point turns CE
+into CNPs, the reaction point cuts rates exactly as the host CC library
+does, nic_tx paces and marks, and malformed frames touch nothing."""
+import ctypes
+import random
+import struct
+import time
+import zlib
+
+import pytest
+
+from dataplane import roce, tshark
+from dataplane.cc import EV_CNP, DcqcnConfig, Event, Hook, HostCC, State
+from dataplane.nic import (F_KERNEL_PACER, F_PASS_DATA, MAX_QPS, Nic, NicConfig, QpCtx, QpRx, QpTx,
+                           crc32_table, sender_sport)
+from dataplane.prog_test_run import prog_test_run
+from frames import IP_AT, mutated_frames
+
+pytestmark = [pytest.mark.bcc, pytest.mark.root]
+XDP_DROP, XDP_PASS, XDP_TX = 1, 2, 3
+TC_ACT_OK = 0
+SKB_CTX_BYTES, SKB_TSTAMP_AT = 192, 152          # struct __sk_buff (uapi)
+LINE_BPS = 1e9
+SENDER, RECEIVER = 5, 9                           # a connection: QP 5 sends to QP 9
+
+
+@pytest.fixture(scope="module")
+def loaded_nic():
+    n = Nic()          # compiling takes seconds: once per module, reset per test
+    yield n
+    n.close()
+
+
+@pytest.fixture
+def nic(loaded_nic):
+    loaded_nic.reset(qps=range(16), procs=range(4))
+    loaded_nic.configure(LINE_BPS, 20_000, 50_000, DcqcnConfig().params())
+    loaded_nic.add_qp(SENDER, RECEIVER)
+    loaded_nic.add_qp(RECEIVER, SENDER)
+    return loaded_nic
+
+
+def data(psn=0, ecn=roce.ECT0, opcode=roce.WRITE_ONLY, payload=1000, src=SENDER, dst=RECEIVER):
+    addr = roce.FlowAddr(sport=sender_sport(src))
+    return roce.data_packet(opcode, dst, psn, b"x" * payload, addr=addr, ecn=ecn)
+
+
+def rx(nic, frame):
+    return prog_test_run(nic.rx_fn.fd, frame)
+
+
+def tx(nic, frame):
+    return prog_test_run(nic.tx_fn.fd, frame, ctx=bytes(SKB_CTX_BYTES))
+
+
+def ip_checksum_ok(frame: bytes) -> bool:
+    ihl = (frame[IP_AT] & 0x0F) * 4
+    words = struct.unpack(f"!{ihl // 2}H", frame[IP_AT:IP_AT + ihl])
+    total = sum(words)
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return total == 0xFFFF
+
+
+def test_map_structs_match_their_mirrors(nic):
+    for name, mirror in [("nic_config", NicConfig), ("qp_ctx", QpCtx), ("qp_tx", QpTx), ("qp_rx", QpRx)]:
+        assert ctypes.sizeof(nic.bpf[name].Leaf) == ctypes.sizeof(mirror), name
+    assert ctypes.sizeof(nic.bpf["qp_cc"].Leaf) == 8 + ctypes.sizeof(State)
+
+
+def test_crc_table_gives_zlibs_crc32():
+    table = crc32_table()
+    data_ = bytes(random.Random(1).randrange(256) for _ in range(300))
+    crc = 0xFFFFFFFF
+    for b in data_:
+        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    assert crc ^ 0xFFFFFFFF == zlib.crc32(data_)
+
+
+def test_ce_marked_data_becomes_a_valid_cnp_to_the_sender(nic):
+    frame = data(ecn=roce.CE)
+    result = rx(nic, frame)
+    assert result.verdict == XDP_TX
+    cnp = result.data_out
+    p = roce.parse(cnp)
+    assert (p.opcode, p.dest_qp, p.psn, p.becn, p.ecn) == (roce.CNP, SENDER, 0, True, roce.NOT_ECT)
+    assert cnp[IP_AT + 1] >> 2 == roce.CNP_DSCP
+    assert len(cnp) == 14 + 20 + 8 + 12 + 16 + 4
+    assert cnp[0:6] == frame[6:12] and cnp[6:12] == frame[0:6]                  # MACs swapped
+    assert p.src_ip == roce.parse(frame).dst_ip and p.dst_ip == roce.parse(frame).src_ip
+    assert ip_checksum_ok(cnp)
+    assert roce.icrc_valid(cnp)                       # the independent Python ICRC
+    assert cnp[IP_AT + 20 + 8 + 12:IP_AT + 20 + 8 + 12 + 16] == bytes(16)
+    r = nic.rx(RECEIVER)
+    assert (r.packets, r.ce_packets, r.cnps_sent) == (1, 1, 1)
+    if tshark.available():
+        (row,) = tshark.decode_frames([cnp])
+        assert (row["opcode"], row["destqp"], row["psn"]) == (0x81, SENDER, 0)
+
+
+def test_at_most_one_cnp_per_qp_per_interval(nic):
+    nic.configure(LINE_BPS, 20_000, 200_000_000, DcqcnConfig().params())
+    verdicts = [rx(nic, data(psn=i, ecn=roce.CE)).verdict for i in range(5)]
+    assert verdicts == [XDP_TX] + [XDP_DROP] * 4
+    nic.configure(LINE_BPS, 20_000, 1_000, DcqcnConfig().params())
+    time.sleep(0.001)
+    assert rx(nic, data(psn=5, ecn=roce.CE)).verdict == XDP_TX
+    r = nic.rx(RECEIVER)
+    assert (r.ce_packets, r.cnps_sent) == (6, 2)
+
+
+def test_a_cnp_cuts_the_senders_rate_exactly_as_the_host_library(nic):
+    cnp = roce.cnp_packet(SENDER, addr=roce.FlowAddr(sport=sender_sport(RECEIVER)))
+    cut_times = []
+    for _ in range(3):
+        assert rx(nic, cnp).verdict == XDP_DROP
+        st = nic.cc_state(SENDER)
+        cut_times.append(st.last_cut_hi << 32 | st.last_cut_lo)
+        time.sleep(0.0002)                           # past the monitor period
+    host = HostCC().run(DcqcnConfig().params(), [Event(kind=EV_CNP, now_ns=t) for t in cut_times])
+    assert nic.cc_state(SENDER).key() == host[-1].key()
+    assert nic.tx(SENDER).cnps_received == 3
+
+
+def test_receive_accounting_counts_gaps_reordering_and_completions(nic):
+    for psn, op in [(0, roce.WRITE_FIRST), (1, roce.WRITE_MIDDLE), (4, roce.WRITE_MIDDLE),
+                    (2, roce.WRITE_MIDDLE), (5, roce.WRITE_LAST), (6, roce.SEND_ONLY)]:
+        assert rx(nic, data(psn=psn, opcode=op)).verdict == XDP_DROP     # placed, not passed up
+    r = nic.rx(RECEIVER)
+    assert (r.packets, r.psn_gap_packets, r.out_of_order, r.messages, r.expected_psn) == (6, 2, 1, 2, 7)
+    assert r.bytes == sum(len(data(psn=0, opcode=op)) for op in
+                          [roce.WRITE_FIRST, roce.WRITE_MIDDLE, roce.WRITE_MIDDLE, roce.WRITE_MIDDLE,
+                           roce.WRITE_LAST, roce.SEND_ONLY])
+
+
+def test_debug_switch_passes_received_data_up(nic):
+    nic.configure(LINE_BPS, 20_000, 50_000, DcqcnConfig().params(), flags=F_PASS_DATA)
+    frame = data()
+    result = rx(nic, frame)
+    assert result.verdict == XDP_PASS and result.data_out == frame
+    assert nic.rx(RECEIVER).packets == 1
+
+
+def test_nic_tx_sets_ect0_with_a_valid_checksum_and_keeps_ce(nic):
+    out = tx(nic, data(ecn=roce.NOT_ECT)).data_out
+    assert roce.parse(out).ecn == roce.ECT0 and ip_checksum_ok(out) and roce.icrc_valid(out)
+    assert roce.parse(tx(nic, data(psn=1, ecn=roce.CE)).data_out).ecn == roce.CE
+
+
+def test_nic_tx_publishes_departures_at_the_qps_rate_and_counts_early_packets(nic):
+    nic.set_hook(0, Hook(rate_cap=1 << 12))          # 1/256 of line rate: 6 ms a packet,
+    frame = data(payload=3000)                       # far longer than a test run takes
+    first = tx(nic, frame)
+    t1 = nic.tx(SENDER)
+    second = tx(nic, frame)                          # immediately: before its departure time
+    t2 = nic.tx(SENDER)
+    assert first.verdict == second.verdict == TC_ACT_OK
+    wire_ns = len(frame) * 8 / (LINE_BPS / 256) * 1e9
+    assert t2.next_departure_ns - t1.next_departure_ns == pytest.approx(wire_ns, abs=2)
+    assert (t1.early_packets, t2.early_packets) == (0, 1)
+    assert (t2.packets, t2.bytes, t2.rate) == (2, 2 * len(frame), 1 << 12)
+    tstamp = struct.unpack_from("<Q", second.ctx_out, SKB_TSTAMP_AT)[0]
+    assert tstamp == 0                               # the cooperative pacer: no kernel timestamp
+
+
+def test_kernel_pacer_stamps_the_departure_time(nic):
+    nic.configure(LINE_BPS, 20_000, 50_000, DcqcnConfig().params(), flags=F_KERNEL_PACER)
+    nic.set_hook(0, Hook(rate_cap=1 << 16))
+    frame = data(payload=3000)
+    tx(nic, frame)
+    allowed = nic.tx(SENDER).next_departure_ns
+    second = tx(nic, frame)
+    assert struct.unpack_from("<Q", second.ctx_out, SKB_TSTAMP_AT)[0] == allowed
+
+
+def _skb_test_frame(frame: bytes) -> bool:
+    """Frames the kernel builds a test skb from: at most about a page, and
+    an IPv4/IPv6 ethertype needs a whole network header behind it (no skb
+    at TC egress looks otherwise)."""
+    need = {b"\x08\x00": 34, b"\x86\xdd": 54}.get(frame[12:14], 14)
+    return need <= len(frame) <= 3500
+
+
+def test_random_frames_touch_only_what_they_should(nic):
+    """>= 5,000 random frames through each program: non-RoCE, truncated and
+    malformed frames pass unchanged; RoCE frames for QPs the NIC does not
+    know pass too; every counter ends where a Python parser says it should,
+    so no frame touched state it should not have."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    nic.configure(LINE_BPS, 20_000, 10**15, DcqcnConfig().params())   # one CNP per QP
+    known = range(1, 8)
+    for q in known:
+        nic.add_qp(q, 8 - q)
+    seen = []
+    want = {q: {"rx": [0, 0, 0], "tx": [0, 0], "cnps": 0} for q in known}
+
+    @settings(max_examples=600, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @given(st.lists(mutated_frames(), min_size=9, max_size=9))
+    def check(frames):
+        for frame in frames:
+            seen.append(frame)
+            p = roce.parse(frame)
+            r = rx(nic, frame)
+            t = tx(nic, frame) if _skb_test_frame(frame) else None
+            rx_qp = p is not None and p.dest_qp in known
+            tx_qp = p is not None and p.sport >> 14 == 3 and (p.sport & 0x3FFF) in known
+            if rx_qp and p.opcode <= 0x0B:           # data for a known QP: placed or answered
+                want[p.dest_qp]["rx"] = [a + b for a, b in zip(want[p.dest_qp]["rx"],
+                                                              (1, p.wire_bytes, p.ecn == roce.CE))]
+                assert r.verdict == (XDP_TX if r.verdict == XDP_TX and p.ecn == roce.CE else XDP_DROP)
+            elif rx_qp and p.opcode == roce.CNP:
+                want[p.dest_qp]["cnps"] += 1
+                assert r.verdict == XDP_DROP
+            else:
+                assert (r.verdict, r.data_out) == (XDP_PASS, frame)
+            if t is not None:
+                assert t.verdict == TC_ACT_OK
+                if tx_qp and p.opcode <= 0x0B:
+                    want[p.sport & 0x3FFF]["tx"][0] += 1
+                    want[p.sport & 0x3FFF]["tx"][1] += p.wire_bytes
+                else:
+                    assert t.data_out == frame
+
+    check()
+    assert len(seen) >= 5000
+    got = {q: {"rx": [nic.rx(q).packets, nic.rx(q).bytes, nic.rx(q).ce_packets],
+               "tx": [nic.tx(q).packets, nic.tx(q).bytes], "cnps": nic.tx(q).cnps_received}
+           for q in known}
+    assert got == want
+    assert sum(w["rx"][0] for w in want.values()) > 100     # the mix exercised the data path
