@@ -17,6 +17,7 @@ test: bootstrap
 
 bench: bootstrap
 	$(PY) benchmarks/cc_bench.py
+	$(PY) benchmarks/nic_bench.py
 
 clean-venv:
 	rm -rf $(VENV)
