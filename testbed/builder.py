@@ -154,7 +154,7 @@ class Testbed:
             run_in_netns(self.netns(node), write_sysctls, node_sysctls(self.plan, node),
                          timeout_s=STEP_TIMEOUT_S)
         for node in self.plan.nodes:
-            run_in_netns(self.netns(node), create_veths, self.plan, node, timeout_s=STEP_TIMEOUT_S)
+            create_veths(self.plan, node)   # ip -n: acts inside the named namespace only
         xdp_fd = self._load_pass_through() if self.plan.scenario.xdp_mode == "native" else None
         leaf = _leaf_qdisc(self.plan.scenario, delay_method)
         for node in self.plan.nodes:

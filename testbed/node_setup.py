@@ -34,17 +34,26 @@ def node_sysctls(plan: Plan, node: str) -> dict[str, str]:
 
 def create_veths(plan: Plan, node: str) -> None:
     """The veth pairs whose A end belongs to `node`, peers straight into the
-    other node's namespace (never through the root namespace)."""
-    from pyroute2 import IPRoute
-
+    other node's namespace (never through the root namespace), both ends
+    with the planned ifindex (iproute2: pyroute2 cannot set the peer's)."""
     mtu = plan.scenario.mtu_bytes
-    with IPRoute() as ipr:
-        for link in plan.links:
-            if link.a.node != node:
-                continue
-            ipr.link("add", ifname=link.a.ifname, kind="veth", address=link.a.mac, mtu=mtu,
-                     peer={"ifname": link.b.ifname, "address": link.b.mac, "mtu": mtu,
-                           "net_ns_fd": plan.netns(link.b.node)})
+    lines = []
+    for link in plan.links:
+        if link.a.node != node:
+            continue
+        a, b = link.a, link.b
+        lines.append(f"link add {a.ifname} index {a.ifindex} address {a.mac} mtu {mtu} type veth "
+                     f"peer name {b.ifname} index {b.ifindex} address {b.mac} mtu {mtu} "
+                     f"netns {plan.netns(b.node)}")
+    if lines:
+        _batch(["ip", "-n", plan.netns(node)], lines)
+
+
+def _batch(command: list[str], lines: list[str]) -> None:
+    proc = subprocess.run(command + ["-batch", "-"], input="\n".join(lines) + "\n",
+                          capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)}: {proc.stderr.strip()}")
 
 
 def configure_node(plan: Plan, node: str, xdp_fd: int | None, leaf_qdisc: str) -> None:
@@ -105,8 +114,4 @@ def egress_commands(plan: Plan, node: str, leaf_qdisc: str) -> list[str]:
 
 
 def _add_qdiscs(plan: Plan, node: str, leaf_qdisc: str) -> None:
-    batch = "\n".join(egress_commands(plan, node, leaf_qdisc)) + "\n"
-    proc = subprocess.run(["tc", "-n", plan.netns(node), "-batch", "-"], input=batch,
-                          capture_output=True, text=True, timeout=30)
-    if proc.returncode != 0:
-        raise RuntimeError(f"tc in {plan.netns(node)}: {proc.stderr.strip()}")
+    _batch(["tc", "-n", plan.netns(node)], egress_commands(plan, node, leaf_qdisc))

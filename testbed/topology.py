@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from testbed.scenario import Scenario
 
 IFNAME_MAX = 15
+FIRST_IFINDEX = 1000   # well above lo (1) in every namespace
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,8 @@ class Port:
     mac: str
     rate_bps: int      # live egress rate (dilated)
     faces: str         # "host" or "switch": what is at the other end
+    ifindex: int       # unique across the testbed: BPF maps shared by all
+                       # namespaces key ports by it
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,10 @@ class Plan:
         return self.ports(host)[0].addr
 
 
+def _ifindex(link_idx: int, side: int) -> int:
+    return FIRST_IFINDEX + 2 * link_idx + side
+
+
 def _mac(prefix: str, link_idx: int, side: int) -> str:
     tag = int(prefix[1:], 16) & 0xFFFF
     return "02:%02x:%02x:%02x:%02x:%02x" % (tag >> 8, tag & 0xFF, link_idx >> 8, link_idx & 0xFF, side)
@@ -91,9 +98,9 @@ def plan_topology(scenario: Scenario, prefix: str) -> Plan:
         plan.host_switch[host] = leaf
         idx = len(plan.links)
         add_link(Port(host, f"{prefix}{host}", f"198.18.{l}.{2 * j + 1}", _mac(prefix, idx, 0),
-                      host_rate, "switch"),
+                      host_rate, "switch", _ifindex(idx, 0)),
                  Port(leaf, f"{prefix}{leaf}p{j}", f"198.18.{l}.{2 * j}", _mac(prefix, idx, 1),
-                      host_rate, "host"))
+                      host_rate, "host", _ifindex(idx, 1)))
         plan.routes.append(Route(host, "default", ((f"198.18.{l}.{2 * j}", f"{prefix}{host}"),)))
 
     uplinks: dict[str, list[tuple[str, str]]] = {leaf: [] for leaf in leaves}
@@ -101,9 +108,9 @@ def plan_topology(scenario: Scenario, prefix: str) -> Plan:
         for l, leaf in enumerate(leaves):
             idx = len(plan.links)
             leaf_port = Port(leaf, f"{prefix}{leaf}u{s}", f"198.19.{s}.{2 * l + 1}",
-                             _mac(prefix, idx, 0), fabric_rate, "switch")
+                             _mac(prefix, idx, 0), fabric_rate, "switch", _ifindex(idx, 0))
             spine_port = Port(spine, f"{prefix}{spine}p{l}", f"198.19.{s}.{2 * l}",
-                              _mac(prefix, idx, 1), fabric_rate, "switch")
+                              _mac(prefix, idx, 1), fabric_rate, "switch", _ifindex(idx, 1))
             add_link(leaf_port, spine_port)
             uplinks[leaf].append((spine_port.addr, leaf_port.ifname))
             if slot[leaf]:

@@ -122,6 +122,7 @@ def test_plan_gives_unique_addresses_short_names_and_full_reachability(topology)
     ports = [p for link in plan.links for p in (link.a, link.b)]
     assert len({p.addr for p in ports}) == len(ports)
     assert len({p.mac for p in ports}) == len(ports)
+    assert len({p.ifindex for p in ports}) == len(ports) and min(p.ifindex for p in ports) > 1
     assert all(len(p.ifname) <= IFNAME_MAX and p.ifname.startswith("p0abc") for p in ports)
     assert all(ipaddress.ip_address(p.addr) in ipaddress.ip_network("198.18.0.0/15") for p in ports)
     for src in plan.hosts:

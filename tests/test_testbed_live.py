@@ -68,9 +68,17 @@ def _assert_left_nothing(result):
     assert result["after"] == result["before"]
 
 
+def _ifindexes(names):
+    import socket
+    return [socket.if_nametoindex(n) for n in names]
+
+
 def _tor_check(testbed):
+    ports = testbed.plan.ports("s0")
     return {"rtts": _all_pairs_rtts(testbed), "goodput_bps": _goodput(testbed, "h0", "h1"),
-            "rate_bps": testbed.plan.scenario.live_rate_bps}
+            "rate_bps": testbed.plan.scenario.live_rate_bps,
+            "ifindexes": run_in_netns(testbed.netns("s0"), _ifindexes, [p.ifname for p in ports]),
+            "planned_ifindexes": [p.ifindex for p in ports]}
 
 
 def test_default_tor_reaches_all_pairs_at_link_rate_and_leaves_nothing():
@@ -81,6 +89,7 @@ def test_default_tor_reaches_all_pairs_at_link_rate_and_leaves_nothing():
         assert len(rtts) == 3 and all(v is not None for v in rtts.values()), (src, rtts)
     # 4 KB datagrams: payload is 4096 of 4138 bytes on the wire (99.0%).
     assert result["goodput_bps"] == pytest.approx(result["rate_bps"], rel=0.05)
+    assert result["ifindexes"] == result["planned_ifindexes"]
     _assert_left_nothing(result)
 
 
