@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Switch port maps, keyed by the port's ifindex (unique across a testbed);
+ * ctypes mirrors in dataplane/switch.py. */
+#ifndef PRC_SWITCH_DEFS_H
+#define PRC_SWITCH_DEFS_H
+
+#include <linux/types.h>
+
+#ifndef SWITCH_MAX_IFINDEX
+#define SWITCH_MAX_IFINDEX 8192
+#endif
+
+struct port_cfg {
+	__u64 ps_per_byte;		/* the port's live rate, picoseconds per byte */
+	__u64 kmin_bytes;		/* RED: no marks below */
+	__u64 kmax_bytes;		/* RED: every ECT packet marked above */
+	__u64 limit_bytes;		/* the model queue never exceeds the qdisc's limit */
+	__u32 pmax;			/* marking probability at Kmax, fraction of 2^32 */
+	__u32 flags;			/* PORT_F_ENABLED */
+};
+
+#define PORT_F_ENABLED 1u
+
+/* The queue model: bytes waiting, drained at the port rate since last_ns. */
+struct port_queue {
+	struct bpf_spin_lock lock;
+	__u32 reserved;
+	__u64 q_bytes;
+	__u64 last_ns;
+};
+
+/* Telemetry, mmapped by user space. */
+struct port_stats {
+	__u64 packets;
+	__u64 bytes;
+	__u64 ect_packets;
+	__u64 marked;			/* CE set by this port */
+	__u64 q_bytes;			/* model queue at the last packet, before it */
+	__u64 q_max;			/* highest model queue seen */
+	__u64 last_ns;
+	__u64 reserved;
+};
+
+#endif /* PRC_SWITCH_DEFS_H */

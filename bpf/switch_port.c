@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * TC egress on switch ports: RED ECN marking (Kmin/Kmax/Pmax in bytes) on a
+ * model of the port's queue drained at the port rate, and queue telemetry.
+ * It runs before the port's HTB, which holds the real queue; the model is
+ * what DCQCN switches mark on, checked against HTB's backlog in the tests.
+ */
+#include <uapi/linux/bpf.h>
+#include <uapi/linux/pkt_cls.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include "red.h"
+
+BPF_ARRAY(port_cfg, struct port_cfg, SWITCH_MAX_IFINDEX);
+BPF_ARRAY(port_queue, struct port_queue, SWITCH_MAX_IFINDEX);
+BPF_F_TABLE("array", __u32, struct port_stats, port_stats, SWITCH_MAX_IFINDEX, BPF_F_MMAPABLE);
+
+#define IP_ECN_MASK 0x03
+
+int switch_port(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data, *data_end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *iph = (void *)(eth + 1);
+	struct port_cfg *cfg;
+	struct port_queue *q;
+	struct port_stats *st;
+	__u32 port = skb->ifindex, bytes = skb->len;
+	__u64 now, queued, p;
+	int ect = 0, marked = 0;
+
+	cfg = port_cfg.lookup(&port);
+	q = port_queue.lookup(&port);
+	st = port_stats.lookup(&port);
+	if (!cfg || !q || !st || !(cfg->flags & PORT_F_ENABLED))
+		return TC_ACT_OK;
+	if ((void *)(iph + 1) <= data_end && eth->h_proto == bpf_htons(ETH_P_IP) && iph->version == 4)
+		ect = (iph->tos & IP_ECN_MASK) != 0;
+
+	p = bpf_get_prandom_u32();		/* helper calls stay outside the lock */
+	now = bpf_ktime_get_ns();
+	bpf_spin_lock(&q->lock);
+	queued = queue_drain(q, cfg, now);
+	queue_add(q, cfg, bytes);
+	bpf_spin_unlock(&q->lock);
+
+	if (ect && p < red_probability(cfg, queued))
+		marked = bpf_skb_ecn_set_ce(skb);
+
+	__sync_fetch_and_add(&st->packets, 1);
+	__sync_fetch_and_add(&st->bytes, bytes);
+	if (ect)
+		__sync_fetch_and_add(&st->ect_packets, 1);
+	if (marked)
+		__sync_fetch_and_add(&st->marked, 1);
+	st->q_bytes = queued;
+	if (queued > st->q_max)
+		st->q_max = queued;
+	st->last_ns = now;
+	return TC_ACT_OK;
+}

@@ -1,0 +1,66 @@
+"""The switch ports' BPF object (bpf/switch_port.c): ctypes mirrors, RED
+configuration in bytes, and telemetry reads. One object per testbed; ports
+are keyed by their testbed-unique ifindex."""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+MAX_IFINDEX = 8192
+PORT_F_ENABLED = 1
+
+
+class PortCfg(ctypes.Structure):
+    _fields_ = [("ps_per_byte", ctypes.c_uint64), ("kmin_bytes", ctypes.c_uint64),
+                ("kmax_bytes", ctypes.c_uint64), ("limit_bytes", ctypes.c_uint64),
+                ("pmax", ctypes.c_uint32), ("flags", ctypes.c_uint32)]
+
+
+class PortStats(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "packets", "bytes", "ect_packets", "marked", "q_bytes", "q_max", "last_ns", "reserved")]
+
+
+@dataclass(frozen=True)
+class RedConfig:
+    """ECN marking thresholds in bytes (not scaled by dilation) and Pmax."""
+
+    kmin_bytes: int = 5_000
+    kmax_bytes: int = 200_000
+    pmax: float = 0.01
+
+    def validate(self) -> None:
+        if not 0 <= self.kmin_bytes <= self.kmax_bytes:
+            raise ValueError(f"RED: need 0 <= kmin_bytes <= kmax_bytes, got {self.kmin_bytes}, {self.kmax_bytes}")
+        if not 0 <= self.pmax <= 1:
+            raise ValueError(f"RED: pmax must be within 0..1, got {self.pmax}")
+
+
+class SwitchPorts:
+    def __init__(self):
+        from bcc import BPF
+
+        from dataplane.bpf_build import compile_bpf
+
+        self.bpf = compile_bpf("switch_port")
+        self.fn = self.bpf.load_func("switch_port", BPF.SCHED_CLS)
+
+    def configure_port(self, ifindex: int, rate_bps: float, red: RedConfig, limit_bytes: int) -> None:
+        red.validate()
+        if not 0 < ifindex < MAX_IFINDEX:
+            raise ValueError(f"ifindex must be 1..{MAX_IFINDEX - 1}, got {ifindex}")
+        table = self.bpf["port_cfg"]
+        cfg = PortCfg(ps_per_byte=round(8e12 / rate_bps), kmin_bytes=red.kmin_bytes,
+                      kmax_bytes=red.kmax_bytes, limit_bytes=limit_bytes,
+                      pmax=min(round(red.pmax * 2**32), 2**32 - 1), flags=PORT_F_ENABLED)
+        table[table.Key(ifindex)] = table.Leaf.from_buffer_copy(bytes(cfg))
+        for name in ("port_queue", "port_stats"):
+            t = self.bpf[name]
+            t[t.Key(ifindex)] = t.Leaf()
+
+    def stats(self, ifindex: int) -> PortStats:
+        table = self.bpf["port_stats"]
+        return PortStats.from_buffer_copy(bytes(table[table.Key(ifindex)]))
+
+    def close(self) -> None:
+        self.bpf.cleanup()

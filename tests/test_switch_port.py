@@ -1,0 +1,132 @@
+"""bpf/switch_port.c through BPF_PROG_TEST_RUN: RED marking on the queue
+model, the model's drain at the port rate, and frames it must not touch.
+Test runs name the port by ifindex 1 (lo exists in every namespace, and the
+kernel looks the device up)."""
+import struct
+import time
+
+import pytest
+
+from dataplane import roce
+from dataplane.prog_test_run import prog_test_run
+from dataplane.switch import RedConfig, SwitchPorts
+from frames import IP_AT, mutated_frames
+from test_nic import SKB_CTX_BYTES, ip_checksum_ok
+
+pytestmark = [pytest.mark.bcc, pytest.mark.root]
+PORT = 1
+TC_ACT_OK = 0
+
+
+@pytest.fixture(scope="module")
+def loaded_ports():
+    ports = SwitchPorts()
+    yield ports
+    ports.close()
+
+
+@pytest.fixture
+def ports(loaded_ports):
+    # 10 kbit/s: a 1 KB packet takes 0.8 s to drain, so the queue the tests
+    # build stays put while they run
+    loaded_ports.configure_port(PORT, 1e4, RedConfig(10_000, 20_000, 0.5), limit_bytes=40_000)
+    return loaded_ports
+
+
+def run(ports, frame):
+    ctx = bytearray(SKB_CTX_BYTES)
+    struct.pack_into("<I", ctx, 40, PORT)                 # __sk_buff.ifindex
+    return prog_test_run(ports.fn.fd, frame, ctx=bytes(ctx))
+
+
+def data(ecn=roce.ECT0, payload=958):
+    return roce.data_packet(roce.WRITE_MIDDLE, 7, 1, bytes(payload), ecn=ecn)   # 1,024 bytes
+
+
+def test_no_marks_below_kmin_and_every_ect_packet_marked_above_kmax(ports):
+    outs = [run(ports, data()).data_out for _ in range(40)]
+    queues = [1024 * i for i in range(40)]                 # nothing drains meanwhile (to 1%)
+    for q, out in zip(queues, outs):
+        ce = roce.parse(out).ecn == roce.CE
+        if q <= 10_000:
+            assert not ce, q
+        elif q > 20_000:
+            assert ce, q
+        if ce:
+            assert ip_checksum_ok(out)
+    s = ports.stats(PORT)
+    assert s.packets == 40 and s.ect_packets == 40
+    assert s.marked == sum(roce.parse(o).ecn == roce.CE for o in outs)
+    assert s.q_max == pytest.approx(39 * 1024, rel=0.02)
+
+
+def test_marking_probability_rises_linearly_between_kmin_and_kmax(loaded_ports):
+    loaded_ports.configure_port(PORT, 1e3, RedConfig(0, 2_000_000, 1.0), limit_bytes=10**9)
+    marked_at = []
+    for i in range(1500):
+        out = run(loaded_ports, data(payload=958)).data_out
+        marked_at.append((1024 * i, roce.parse(out).ecn == roce.CE))
+    for lo, hi in [(0, 500_000), (500_000, 1_000_000), (1_000_000, 1_500_000)]:
+        window = [m for q, m in marked_at if lo <= q < hi]
+        expected = (lo + hi) / 2 / 2_000_000
+        assert sum(window) / len(window) == pytest.approx(expected, abs=0.08), (lo, hi)
+
+
+def test_the_queue_model_drains_at_the_port_rate(ports):
+    ports.configure_port(PORT, 1e6, RedConfig(10_000, 20_000, 0.5), limit_bytes=40_000)
+    for _ in range(20):
+        run(ports, data())
+    before = ports.stats(PORT).q_bytes + 1024
+    time.sleep(0.05)                                       # 50 ms at 1 Mbit/s: 6,250 bytes
+    run(ports, data())
+    after = ports.stats(PORT).q_bytes
+    assert before - after == pytest.approx(6_250, abs=600)
+
+
+def test_the_queue_model_never_exceeds_the_qdisc_limit(ports):
+    for _ in range(60):
+        run(ports, data())
+    assert ports.stats(PORT).q_max <= 40_000
+
+
+def test_non_ect_and_non_ip_frames_are_never_changed_but_occupy_the_queue(ports):
+    for _ in range(30):
+        frame = data(ecn=roce.NOT_ECT)
+        assert run(ports, frame).data_out == frame
+    arp = b"\xff" * 6 + b"\x02" * 6 + b"\x08\x06" + bytes(46)
+    assert run(ports, arp).data_out == arp
+    s = ports.stats(PORT)
+    assert (s.packets, s.ect_packets, s.marked) == (31, 0, 0)
+    assert s.q_bytes >= 29 * 1024 * 0.98
+
+
+def test_random_frames_pass_and_change_only_by_a_ce_mark(loaded_ports):
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from test_nic import _skb_test_frame
+
+    loaded_ports.configure_port(PORT, 1e3, RedConfig(0, 1, 1.0), limit_bytes=10**9)  # mark all ECT
+    seen = []
+
+    @settings(max_examples=600, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @given(st.lists(mutated_frames(), min_size=10, max_size=10))
+    def check(frames):
+        for frame in frames:
+            if not _skb_test_frame(frame):
+                continue
+            seen.append(frame)
+            out = run(loaded_ports, frame)
+            assert out.verdict == TC_ACT_OK
+            ip_v4 = frame[12:14] == b"\x08\x00" and frame[IP_AT] >> 4 == 4
+            if ip_v4 and frame[IP_AT + 1] & 3 and len(frame) >= IP_AT + 20:
+                assert out.data_out[IP_AT + 1] & 3 == 3                       # CE
+                assert out.data_out[:IP_AT + 1] == frame[:IP_AT + 1]
+                assert out.data_out[IP_AT + 12:] == frame[IP_AT + 12:]
+            else:
+                assert out.data_out == frame
+
+    check()
+    assert len(seen) >= 5000
+    assert loaded_ports.stats(PORT).packets == len(seen)
