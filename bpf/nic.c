@@ -23,9 +23,13 @@ BPF_F_TABLE("array", __u32, struct qp_rx, qp_rx, NIC_MAX_QPS, BPF_F_MMAPABLE);
 BPF_F_TABLE("array", __u32, struct prc_hook, proc_hook, NIC_MAX_PROCS, BPF_F_MMAPABLE);
 BPF_ARRAY(crc32, struct crc32_table, 1);
 
+/* Headers a RoCEv2 packet can have before its payload: Ethernet, IPv4
+ * with options, UDP, BTH, RETH. */
+#define NIC_HEADER_BYTES 112
+
 int nic_tx(struct __sk_buff *skb)
 {
-	void *data = (void *)(long)skb->data, *data_end = (void *)(long)skb->data_end;
+	void *data, *data_end;
 	struct cursor c;
 	struct roce_bth *bth;
 	struct udphdr *udp;
@@ -41,6 +45,11 @@ int nic_tx(struct __sk_buff *skb)
 	__u16 old_word, new_word;
 	int bytes;
 
+	/* AF_PACKET senders leave all but the Ethernet header in page frags:
+	 * make the headers linear for direct access. */
+	bpf_skb_pull_data(skb, skb->len < NIC_HEADER_BYTES ? skb->len : NIC_HEADER_BYTES);
+	data = (void *)(long)skb->data;
+	data_end = (void *)(long)skb->data_end;
 	cursor_init(&c, data, data_end);
 	bytes = parse_roce(&c, skb->len, &bth);
 	if (bytes < 0 || !roce_is_data(bth->opcode))

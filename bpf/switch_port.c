@@ -16,12 +16,13 @@ BPF_ARRAY(port_queue, struct port_queue, SWITCH_MAX_IFINDEX);
 BPF_F_TABLE("array", __u32, struct port_stats, port_stats, SWITCH_MAX_IFINDEX, BPF_F_MMAPABLE);
 
 #define IP_ECN_MASK 0x03
+#define PORT_HEADER_BYTES 34	/* Ethernet + IPv4 */
 
 int switch_port(struct __sk_buff *skb)
 {
-	void *data = (void *)(long)skb->data, *data_end = (void *)(long)skb->data_end;
-	struct ethhdr *eth = data;
-	struct iphdr *iph = (void *)(eth + 1);
+	void *data, *data_end;
+	struct ethhdr *eth;
+	struct iphdr *iph;
 	struct port_cfg *cfg;
 	struct port_queue *q;
 	struct port_stats *st;
@@ -34,6 +35,12 @@ int switch_port(struct __sk_buff *skb)
 	st = port_stats.lookup(&port);
 	if (!cfg || !q || !st || !(cfg->flags & PORT_F_ENABLED))
 		return TC_ACT_OK;
+	/* forwarded skbs may hold headers in page frags: make them linear */
+	bpf_skb_pull_data(skb, skb->len < PORT_HEADER_BYTES ? skb->len : PORT_HEADER_BYTES);
+	data = (void *)(long)skb->data;
+	data_end = (void *)(long)skb->data_end;
+	eth = data;
+	iph = (void *)(eth + 1);
 	if ((void *)(iph + 1) <= data_end && eth->h_proto == bpf_htons(ETH_P_IP) && iph->version == 4)
 		ect = (iph->tos & IP_ECN_MASK) != 0;
 

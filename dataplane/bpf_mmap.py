@@ -1,0 +1,32 @@
+"""Read BPF array maps created with BPF_F_MMAPABLE straight from memory
+(~0.1 us a read instead of a ~1.5 us syscall): how the TX engine follows
+departure times and the workload follows completions."""
+from __future__ import annotations
+
+import ctypes
+import mmap
+
+
+class MmapArray:
+    """An mmapable BCC array map viewed as a ctypes array of its leaf type."""
+
+    def __init__(self, table, leaf_type):
+        self.leaf_type = leaf_type
+        self.count = table.max_entries
+        size = ctypes.sizeof(leaf_type) * self.count
+        self._size = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE * mmap.PAGESIZE
+        self._mm = mmap.mmap(table.map_fd, self._size, mmap.MAP_SHARED,
+                             mmap.PROT_READ | mmap.PROT_WRITE)
+        self.items = (leaf_type * self.count).from_buffer(self._mm)
+
+    def __getitem__(self, index: int):
+        return self.items[index]
+
+    def close(self) -> None:
+        """Unmap now if no entry object is still alive; otherwise the
+        mapping goes when the last one does."""
+        self.items = None
+        try:
+            self._mm.close()
+        except BufferError:
+            pass

@@ -1,0 +1,49 @@
+"""How faithfully the TX engine followed the pacer: did congestion control
+or the engine set the rates? Computed from the engine's per-packet log
+(send time, wire bytes, BPF rate in force, lateness against departure)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+WINDOW_PACKETS = 100
+MAX_RATE_ERROR = 0.05           # achieved vs BPF rate, per window
+MIN_GOOD_WINDOWS = 0.95         # share of windows within that error for a valid run
+
+
+@dataclass(frozen=True)
+class QpFidelity:
+    qpn: int
+    packets: int
+    lateness_p50_us: float
+    lateness_p99_us: float
+    windows: int
+    rate_ratio_p50: float         # achieved / BPF rate over windows of 100 packets
+    good_windows: float           # share of windows within MAX_RATE_ERROR
+
+    @property
+    def valid(self) -> bool:
+        return self.windows == 0 or self.good_windows >= MIN_GOOD_WINDOWS
+
+
+def qp_fidelity(qpn: int, log: list[tuple[int, int, int, int]], line_rate_bps: float) -> QpFidelity:
+    """log: (send time ns, wire bytes, BPF rate Q20 after the packet,
+    lateness ns) per packet, in order."""
+    if not log:
+        return QpFidelity(qpn, 0, 0.0, 0.0, 0, 0.0, 0.0)
+    arr = np.asarray(log, dtype=np.float64)
+    sent, nbytes, rate, late = arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3]
+    # the gap the pacer asked for after each packet, at the rate it set
+    asked = nbytes * 8e9 / (np.maximum(rate, 1) / (1 << 20) * line_rate_bps)
+    ratios = []
+    for start in range(0, len(log) - WINDOW_PACKETS, WINDOW_PACKETS):
+        stop = start + WINDOW_PACKETS
+        actual = sent[stop] - sent[start]
+        if actual > 0:
+            ratios.append(asked[start:stop].sum() / actual)
+    ratios = np.asarray(ratios)
+    good = float(np.mean(np.abs(ratios - 1) <= MAX_RATE_ERROR)) if len(ratios) else 0.0
+    return QpFidelity(qpn, len(log), float(np.percentile(late, 50)) / 1e3,
+                      float(np.percentile(late, 99)) / 1e3, len(ratios),
+                      float(np.median(ratios)) if len(ratios) else 0.0, good)

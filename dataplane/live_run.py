@@ -1,0 +1,103 @@
+"""Long-lived RoCEv2 flows on a live testbed under the emulated RNICs:
+the engine sends, and a sampler (run between packets, reading mmapped
+maps) records per-flow delivered bytes, BPF rates, CNPs and the model
+queue of every switch port."""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from dataplane.emulator import Emulator, LiveCC
+from dataplane.fidelity import QpFidelity, qp_fidelity
+from dataplane.tx_engine import now_ns
+
+FLOW_MESSAGE_BYTES = 2**31          # one RDMA WRITE per flow, longer than any run
+
+
+@dataclass
+class FlowResult:
+    src: str
+    dst: str
+    send_qpn: int
+    recv_qpn: int
+    packets_sent: int = 0
+    packets_received: int = 0
+    early_packets: int = 0
+    ce_packets: int = 0
+    cnps: int = 0
+    fidelity: QpFidelity | None = None
+
+
+@dataclass
+class LiveResult:
+    line_rate_bps: int
+    flows: list[FlowResult]
+    # per sample: time ns, delivered bytes per flow, BPF rate (Q20) per flow
+    samples: list[tuple[int, list[int], list[int]]] = field(default_factory=list)
+    queue_samples: dict[int, list[int]] = field(default_factory=dict)   # ifindex -> bytes
+    send_errors: int = 0
+
+    def shares(self, start_s: float, window_s: float) -> list[list[float]]:
+        """Each flow's delivered rate as a fraction of line rate, per window
+        of window_s from start_s on."""
+        t0 = self.samples[0][0]
+        out = []
+        edges = [s for s in self.samples if s[0] - t0 >= start_s * 1e9]
+        i = 0
+        while i < len(edges):
+            j = i
+            while j < len(edges) and edges[j][0] - edges[i][0] < window_s * 1e9:
+                j += 1
+            if j >= len(edges):
+                break
+            dt = (edges[j][0] - edges[i][0]) / 1e9
+            out.append([(b - a) * 8 / dt / self.line_rate_bps for a, b in zip(edges[i][1], edges[j][1])])
+            i = j
+        return out
+
+
+def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: float,
+              sample_every_s: float = 0.01, engine_cpu: int = 0) -> LiveResult:
+    """Bring up the RNICs on testbed, send one long flow per (src, dst)
+    for duration_s, sample, and report. The engine pins itself to one CPU
+    (a busy-waiting engine sharing a core with the dataplane loses rate)."""
+    if engine_cpu in os.sched_getaffinity(0):
+        os.sched_setaffinity(0, {engine_cpu})
+    emu = Emulator(testbed, live)
+    try:
+        results = []
+        for src, dst in flows:
+            send_qpn, recv_qpn = emu.connect(src, dst)
+            results.append(FlowResult(src, dst, send_qpn, recv_qpn))
+        result = LiveResult(testbed.plan.scenario.live_rate_bps, results)
+        switch_ports = [p.ifindex for node in testbed.plan.switches for p in testbed.plan.ports(node)]
+        stats_view = emu.switch_stats_view()
+        result.queue_samples = {i: [] for i in switch_ports}
+        period = int(sample_every_s * 1e9)
+        next_sample = [0]
+
+        def sample() -> bool:
+            now = now_ns()
+            if now >= next_sample[0]:
+                next_sample[0] = now + period
+                result.samples.append((now, [emu.rx_view[f.recv_qpn].bytes for f in results],
+                                       [emu.tx_view[f.send_qpn].rate for f in results]))
+                for i in switch_ports:
+                    result.queue_samples[i].append(stats_view[i].q_bytes)
+            return False
+
+        for f in results:
+            emu.engine.post(f.send_qpn, FLOW_MESSAGE_BYTES)
+        emu.engine.run(duration_s=duration_s, until=sample)
+        result.send_errors = emu.engine.send_errors
+        time.sleep(0.05)                     # the last packets reach the receiver
+        for f in results:
+            qp = emu.engine.qps[f.send_qpn]
+            tx, rx = emu.tx_view[f.send_qpn], emu.rx_view[f.recv_qpn]
+            f.packets_sent, f.early_packets = qp.packets, tx.early_packets
+            f.packets_received, f.ce_packets, f.cnps = rx.packets, rx.ce_packets, rx.cnps_sent
+            f.fidelity = qp_fidelity(f.send_qpn, qp.log, result.line_rate_bps)
+        return result
+    finally:
+        emu.close()
