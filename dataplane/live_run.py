@@ -58,10 +58,12 @@ class LiveResult:
 
 
 def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: float,
-              sample_every_s: float = 0.01, engine_cpu: int = 0) -> LiveResult:
+              sample_every_s: float = 0.01, engine_cpu: int = 0, during=None) -> LiveResult:
     """Bring up the RNICs on testbed, send one long flow per (src, dst)
     for duration_s, sample, and report. The engine pins itself to one CPU
-    (a busy-waiting engine sharing a core with the dataplane loses rate)."""
+    (a busy-waiting engine sharing a core with the dataplane loses rate).
+    during: (seconds after start, callable) run once then from the sampler,
+    e.g. to start a capture in another process."""
     if engine_cpu in os.sched_getaffinity(0):
         os.sched_setaffinity(0, {engine_cpu})
     emu = Emulator(testbed, live)
@@ -77,8 +79,13 @@ def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: f
         period = int(sample_every_s * 1e9)
         next_sample = [0]
 
+        start = now_ns()
+        pending = list(during or [])
+
         def sample() -> bool:
             now = now_ns()
+            while pending and now - start >= pending[0][0] * 1e9:
+                pending.pop(0)[1]()
             if now >= next_sample[0]:
                 next_sample[0] = now + period
                 result.samples.append((now, [emu.rx_view[f.recv_qpn].bytes for f in results],

@@ -131,3 +131,24 @@ def link_tx_packets(ifnames: list[str]) -> dict[str, int]:
             link = ipr.get_links(ipr.link_lookup(ifname=name)[0])[0]
             out[name] = link.get_attr("IFLA_STATS64")["tx_packets"]
     return out
+
+
+def capture(ifname: str, duration_s: float, max_frames: int, path: str, cpu: int = 1) -> int:
+    """Capture frames in both directions on an interface of the current
+    namespace into a pcap at path (at most max_frames); return the count."""
+    from dataplane.tshark import write_pcap
+
+    pin_to_cpu(cpu)
+    frames = []
+    with socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003)) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 << 20)
+        sock.bind((ifname, 0))
+        end = time.monotonic() + duration_s
+        while len(frames) < max_frames and (left := end - time.monotonic()) > 0:
+            sock.settimeout(left)
+            try:
+                frames.append(sock.recv(65536))
+            except socket.timeout:
+                break
+    write_pcap(path, frames)
+    return len(frames)

@@ -69,3 +69,45 @@ def test_two_flows_share_the_bottleneck_evenly():
     assert 5_000 <= np.median(q) <= 200_000, np.percentile(q, [10, 50, 90])
     assert np.percentile(q, 90) <= 400_000
     _common_checks(result)
+
+
+def _run_with_capture(pcap: str):
+    from dataplane.live_run import run_flows
+    from testbed import probes
+    from testbed.builder import Testbed
+    from testbed.isolated import start_in_netns
+    from testbed.scenario import parse_scenario
+    from testbed.state import StateStore
+
+    scenario = parse_scenario(tomllib.loads((REPO / "examples/default.toml").read_text()))
+    with tempfile.TemporaryDirectory() as state, Testbed.up(scenario, StateStore(state)) as testbed:
+        port = testbed.plan.ports("s0")[2]                        # s0's port to h2, both ways
+        child = []
+        start = lambda: child.append(start_in_netns(testbed.netns("s0"), probes.capture, port.ifname,
+                                                    0.5, 4000, pcap))
+        result = run_flows(testbed, live_cc(), [("h0", "h2"), ("h1", "h2")], 3.0, during=[(1.5, start)])
+        captured = child[0].result(timeout_s=60)
+        return result, captured
+
+
+@pytest.mark.skipif(not __import__("shutil").which("tshark"), reason="tshark not installed")
+def test_a_capture_on_the_bottleneck_passes_an_independent_decoder(tmp_path):
+    from scapy.utils import rdpcap
+
+    from dataplane import roce, tshark
+
+    pcap = tmp_path / "s0-to-h2.pcap"
+    _result, captured = run_sandboxed(_run_with_capture, str(pcap), timeout_s=300)
+    frames = [bytes(p) for p in rdpcap(str(pcap))]
+    assert captured == len(frames) >= 1000
+    parsed = [roce.parse(f) for f in frames]
+    assert all(p is not None for p in parsed)                      # nothing but RoCEv2 on the wire
+    assert all(roce.icrc_valid(f) for f in frames)                 # the switch kept every ICRC valid
+    rows = tshark.decode_pcap(pcap)
+    assert len(rows) == len(frames)
+    for p, row in zip(parsed, rows):
+        assert (row["opcode"], row["destqp"], row["psn"]) == (p.opcode, p.dest_qp, p.psn)
+    cnps = [p for p in parsed if p.opcode == roce.CNP]
+    data = [p for p in parsed if p.opcode != roce.CNP]
+    assert cnps and {p.dest_qp for p in cnps} <= {1, 3}            # to the two senders
+    assert any(p.ecn == roce.CE for p in data) and {p.dest_qp for p in data} == {2, 4}
