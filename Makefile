@@ -11,6 +11,7 @@ bootstrap:
 demo: bootstrap
 	$(VENV)/bin/prc-emu doctor
 	$(VENV)/bin/prc-emu demo
+	$(VENV)/bin/prc-emu run examples/default.toml
 
 test: bootstrap
 	$(PY) -m pytest -q

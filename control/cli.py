@@ -52,6 +52,17 @@ def _add_cc_args(p: argparse.ArgumentParser) -> None:
                     help="a DCQCN parameter by its firmware name, e.g. rpg_threshold=5")
 
 
+def _run(args) -> int:
+    from control.run import main
+    return main(args.scenario, args.results, args.state_dir)
+
+
+def _add_run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scenario", help="scenario TOML file (docs/scenario.md)")
+    p.add_argument("--results", default="results", help="results folder (default: ./results)")
+    p.add_argument("--state-dir", help="testbed run records (default: $PRC_EMU_STATE_DIR or /run/prc-emu)")
+
+
 # name -> (help, handler, add-arguments)
 COMMANDS = {
     "doctor": ("check that this machine can run the emulator", _doctor, None),
@@ -59,6 +70,7 @@ COMMANDS = {
     "testbed": ("build, inspect and remove namespace testbeds from scenario files", _testbed,
                 _add_testbed_args),
     "cc": ("the congestion-control core on its own", _cc, _add_cc_args),
+    "run": ("run a scenario's flows live and write results/<run-id>/", _run, _add_run_args),
 }
 
 

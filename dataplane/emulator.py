@@ -62,7 +62,7 @@ class Emulator:
         self.plan = testbed.plan
         sc = self.plan.scenario
         self.live = live
-        if live.roce_mtu + 80 > sc.mtu_bytes:
+        if live.roce_mtu + 80 > sc.mtu_bytes:   # scenarios check this; direct callers too
             raise ValueError(f"RoCE MTU {live.roce_mtu} does not fit the links' MTU {sc.mtu_bytes}")
         self.nic = Nic()
         self.switch = SwitchPorts()

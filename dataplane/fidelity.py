@@ -9,7 +9,11 @@ import numpy as np
 
 WINDOW_PACKETS = 100
 MAX_RATE_ERROR = 0.05           # achieved vs BPF rate, per window
-MIN_GOOD_WINDOWS = 0.95         # share of windows within that error for a valid run
+# An engine that cannot keep up sends below the BPF rate for good; one that
+# catches up after a late packet (within the pacing slack) sends above it
+# for a window. A run is invalid when the engine held QPs under their rate.
+MAX_UNDER_WINDOWS = 0.10        # share of windows more than 5% under the BPF rate
+MIN_RATIO_P50 = 0.97
 
 
 @dataclass(frozen=True)
@@ -21,17 +25,19 @@ class QpFidelity:
     windows: int
     rate_ratio_p50: float         # achieved / BPF rate over windows of 100 packets
     good_windows: float           # share of windows within MAX_RATE_ERROR
+    under_windows: float          # share of windows more than MAX_RATE_ERROR under
 
     @property
     def valid(self) -> bool:
-        return self.windows == 0 or self.good_windows >= MIN_GOOD_WINDOWS
+        return self.windows == 0 or (self.under_windows <= MAX_UNDER_WINDOWS
+                                     and self.rate_ratio_p50 >= MIN_RATIO_P50)
 
 
 def qp_fidelity(qpn: int, log: list[tuple[int, int, int, int]], line_rate_bps: float) -> QpFidelity:
     """log: (send time ns, wire bytes, BPF rate Q20 after the packet,
     lateness ns) per packet, in order."""
     if not log:
-        return QpFidelity(qpn, 0, 0.0, 0.0, 0, 0.0, 0.0)
+        return QpFidelity(qpn, 0, 0.0, 0.0, 0, 0.0, 0.0, 0.0)
     arr = np.asarray(log, dtype=np.float64)
     sent, nbytes, rate, late = arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3]
     # the gap the pacer asked for after each packet, at the rate it set
@@ -44,6 +50,7 @@ def qp_fidelity(qpn: int, log: list[tuple[int, int, int, int]], line_rate_bps: f
             ratios.append(asked[start:stop].sum() / actual)
     ratios = np.asarray(ratios)
     good = float(np.mean(np.abs(ratios - 1) <= MAX_RATE_ERROR)) if len(ratios) else 0.0
+    under = float(np.mean(ratios < 1 - MAX_RATE_ERROR)) if len(ratios) else 0.0
     return QpFidelity(qpn, len(log), float(np.percentile(late, 50)) / 1e3,
                       float(np.percentile(late, 99)) / 1e3, len(ratios),
-                      float(np.median(ratios)) if len(ratios) else 0.0, good)
+                      float(np.median(ratios)) if len(ratios) else 0.0, good, under)

@@ -30,8 +30,10 @@ class TestbedError(RuntimeError):
     """The testbed could not be built or found; str() is one line."""
 
 
-class Interrupted(Exception):
-    """SIGINT or SIGTERM arrived while the testbed was being built."""
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived while a testbed was up or being built. A
+    BaseException, like KeyboardInterrupt, so that `except Exception`
+    around library calls (bcc raises bare Exception) cannot swallow it."""
 
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)

@@ -5,6 +5,7 @@ before anything is created. The schema is documented in docs/scenario.md.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import tomllib
@@ -42,6 +43,8 @@ class Scenario:
     dilation: float
     xdp_mode: str
     delay_method: str           # as asked: auto, netem or endpoint
+    live: object = None         # dataplane.emulator.LiveCC: [dcqcn] and [ecn]
+    traffic: object = None      # testbed.live_spec.TrafficSpec: [traffic]
 
     @property
     def live_rate_bps(self) -> int:
@@ -100,7 +103,8 @@ def _typed(values: dict, table: str) -> dict:
         if key not in schema:
             if table == "" and key in _SCHEMA:
                 _fail(key, "must be a table ([" + key + "])")
-            known = list(schema) + ([t for t in _SCHEMA if t] if table == "" else [])
+            from testbed.live_spec import LIVE_TABLES
+            known = list(schema) + ([t for t in _SCHEMA if t] + list(LIVE_TABLES) if table == "" else [])
             _fail(full, f"unknown key (known: {', '.join(known)})")
         types = schema[key][0] if isinstance(schema[key][0], tuple) else (schema[key][0],)
         # TOML booleans are ints to Python; never accept them as numbers.
@@ -131,7 +135,9 @@ def _host_names(value, key="topology.hosts") -> tuple[str, ...]:
 
 
 def parse_scenario(data: dict) -> Scenario:
-    top = {k: v for k, v in data.items() if k not in _SCHEMA or k == ""}
+    from testbed.live_spec import LIVE_TABLES, LiveSpecError, parse_live
+
+    top = {k: v for k, v in data.items() if (k not in _SCHEMA or k == "") and k not in LIVE_TABLES}
     general = _typed(top, "")
     tables = {}
     for table in ("topology", "links", "emulation"):
@@ -199,7 +205,11 @@ def parse_scenario(data: dict) -> Scenario:
         if not MIN_LIVE_RATE_BPS <= live <= MAX_LIVE_RATE_BPS:
             _fail(key, f"the live rate ({live / 1e6:.3g} Mbit/s after dilation "
                   f"{scenario.dilation:g}) must be within 1 Mbit/s..40 Gbit/s")
-    return scenario
+    try:
+        live_cc, traffic = parse_live(data, hosts, scenario.rate_gbps, mtu)
+    except LiveSpecError as exc:
+        raise ScenarioError(str(exc)) from None
+    return dataclasses.replace(scenario, live=live_cc, traffic=traffic)
 
 
 def load_scenario(path: str | Path) -> Scenario:

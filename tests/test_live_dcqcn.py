@@ -12,19 +12,9 @@ from testbed.isolated import run_sandboxed
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.root, pytest.mark.bcc, pytest.mark.netns]
-SETTLE_S = 2.0          # dilated time allowed to converge (d = 100: 20 ms of datacenter time)
-
-
-def live_cc():
-    from dataplane.cc import DcqcnConfig
-    from dataplane.emulator import LiveCC
-    from dataplane.switch import RedConfig
-
-    # DCQCN paper parameters (byte counter off), datacenter units at 100 Gbit/s
-    return LiveCC(dcqcn=DcqcnConfig(rpg_byte_reset=0, rpg_threshold=5, rpg_time_reset_us=55,
-                                    dce_tcp_rtt_us=55, dce_tcp_g=1020, rpg_ai_rate_mbps=100,
-                                    rpg_hai_rate_mbps=1000),
-                  min_time_between_cnps_us=50, red=RedConfig(5_000, 200_000, 0.01))
+SETTLE_S = 2.0          # live time allowed to converge (d = 100: 20 ms of datacenter time)
+# The default scenario's live tables: the DCQCN paper's parameters (byte
+# counter off), CNP interval 50 us, RED 5 KB / 200 KB / 1%, all x d = 100.
 
 
 def _run(flows, duration_s):
@@ -35,7 +25,7 @@ def _run(flows, duration_s):
 
     scenario = parse_scenario(tomllib.loads((REPO / "examples/default.toml").read_text()))
     with tempfile.TemporaryDirectory() as state, Testbed.up(scenario, StateStore(state)) as testbed:
-        result = run_flows(testbed, live_cc(), flows, duration_s)
+        result = run_flows(testbed, scenario.live, flows, duration_s)
         bottleneck = testbed.plan.ports("s0")[2].ifindex            # s0's port to h2
         return result, result.queue_samples[bottleneck]
 
@@ -47,6 +37,7 @@ def _common_checks(result):
         assert f.packets_received == f.packets_sent                  # nothing lost on the way
         assert f.fidelity.rate_ratio_p50 == pytest.approx(1.0, abs=0.02)
         assert f.fidelity.good_windows >= 0.85, f.fidelity
+        assert f.fidelity.valid, f.fidelity
 
 
 def test_one_flow_alone_reaches_line_rate():
@@ -85,7 +76,8 @@ def _run_with_capture(pcap: str):
         child = []
         start = lambda: child.append(start_in_netns(testbed.netns("s0"), probes.capture, port.ifname,
                                                     0.5, 4000, pcap))
-        result = run_flows(testbed, live_cc(), [("h0", "h2"), ("h1", "h2")], 3.0, during=[(1.5, start)])
+        result = run_flows(testbed, scenario.live, [("h0", "h2"), ("h1", "h2")], 3.0,
+                           during=[(1.5, start)])
         captured = child[0].result(timeout_s=60)
         return result, captured
 

@@ -41,6 +41,12 @@ BAD = [
     ({"links": {"rate_gbps": 0.01}}, "links.rate_gbps", "live rate"),
     ({"links": {"delay_ns": -1}}, "links.delay_ns", "negative"),
     ({"topology": 4}, "topology", "must be a table"),
+    ({"dcqcn": {"rpg_threshold": 0}}, "dcqcn.rpg_threshold", "must be 1..31"),
+    ({"dcqcn": {"rpg_speed": 1}}, "dcqcn.rpg_speed", "unknown key"),
+    ({"ecn": {"kmin_bytes": 10, "kmax_bytes": 5}}, "ecn.kmin_bytes", "must be within"),
+    ({"traffic": {"flows": [["h0", "h0"]]}}, "traffic.flows", "two different hosts"),
+    ({"traffic": {"duration_s": -1}}, "traffic.duration_s", "must be in"),
+    ({"dcqcn": {"roce_mtu": 4096}, "links": {"mtu_bytes": 3000}}, "dcqcn.roce_mtu", "does not fit"),
 ]
 
 

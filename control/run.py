@@ -1,0 +1,128 @@
+"""`prc-emu run SCENARIO`: the scenario's flows on a fresh testbed under the
+emulated RNICs, written to results/<run-id>/ with a plot; the testbed is
+removed afterwards."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from control.results import ResultsWriter, jain, versions
+
+RATE_PLOT = "rates.png"
+
+
+def _rows(result, scale_mbps: float):
+    t0 = result.samples[0][0]
+    for (ta, ba, _), (tb, bb, rb) in zip(result.samples, result.samples[1:]):
+        dt = (tb - ta) / 1e9
+        for i, f in enumerate(result.flows):
+            yield [f"{(tb - t0) / 1e9:.4f}", f"{f.src}->{f.dst}", f"{(bb[i] - ba[i]) * 8 / dt / 1e6:.3f}",
+                   f"{rb[i] / (1 << 20) * scale_mbps:.3f}"]
+
+
+def summarize(result, scenario) -> dict:
+    traffic = scenario.traffic
+    shares = result.shares(traffic.settle_s, 1.0)
+    mean = np.mean(shares, axis=0).tolist() if shares else [0.0] * len(result.flows)
+    queues = {str(i): {"p50_bytes": float(np.percentile(q, 50)), "p99_bytes": float(np.percentile(q, 99)),
+                       "max_bytes": int(max(q))} for i, q in result.queue_samples.items() if q and max(q) > 0}
+    flows = []
+    for f, share in zip(result.flows, mean):
+        flows.append({"flow": f"{f.src}->{f.dst}", "send_qpn": f.send_qpn, "share_of_line": share,
+                      "delivered_gbps_datacenter": share * scenario.rate_gbps,
+                      "delivered_mbps_live": share * scenario.live_rate_bps / 1e6,
+                      "packets_sent": f.packets_sent, "packets_received": f.packets_received,
+                      "early_packets": f.early_packets, "ce_packets": f.ce_packets, "cnps": f.cnps,
+                      "lateness_p50_us": f.fidelity.lateness_p50_us,
+                      "lateness_p99_us": f.fidelity.lateness_p99_us,
+                      "rate_ratio_p50": f.fidelity.rate_ratio_p50,
+                      "windows_within_5pct": f.fidelity.good_windows,
+                      "windows_over_5pct_under": f.fidelity.under_windows})
+    valid = all(f.fidelity.valid and f.early_packets == 0 for f in result.flows) and result.send_errors == 0
+    return {"valid": valid,
+            "invalid_because": None if valid else
+            "the TX engine, not congestion control, set the rates (see fidelity per flow)",
+            "steady_state_after_s": traffic.settle_s, "jain_fairness": jain(mean),
+            "total_share_of_line": float(sum(mean)), "flows": flows, "switch_queues": queues,
+            "send_errors": result.send_errors}
+
+
+def plot(result, scenario, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t0 = result.samples[0][0]
+    times = np.array([(s[0] - t0) / 1e9 for s in result.samples])
+    delivered = np.array([s[1] for s in result.samples], dtype=float)
+    line_mbps = scenario.live_rate_bps / 1e6
+    window = max(1, int(0.1 / scenario.traffic.sample_every_s))      # 100 ms averages
+    fig, (ax, axq) = plt.subplots(2, 1, sharex=True, figsize=(9, 6), gridspec_kw={"height_ratios": [3, 1]})
+    for i, f in enumerate(result.flows):
+        rate = np.diff(delivered[::window, i]) * 8 / np.diff(times[::window]) / 1e6
+        ax.plot(times[::window][1:], rate, label=f"{f.src}->{f.dst} (QP {f.send_qpn})")
+    ax.axhline(line_mbps, color="gray", linestyle=":", label="line rate")
+    ax.axvline(scenario.traffic.settle_s, color="gray", linestyle="--", linewidth=0.8)
+    ax.set_ylabel(f"delivered Mb/s (live; x{scenario.dilation:g} for datacenter)")
+    ax.set_ylim(0, line_mbps * 1.1)
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title(f"{scenario.name}: DCQCN, {len(result.flows)} flows, "
+                 f"{scenario.rate_gbps:g} Gb/s links / d={scenario.dilation:g}")
+    busiest = max(result.queue_samples.items(), key=lambda kv: max(kv[1]) if kv[1] else 0)
+    axq.plot(times[:len(busiest[1])], np.array(busiest[1]) / 1e3, color="tab:red")
+    axq.axhspan(scenario.live.red.kmin_bytes / 1e3, scenario.live.red.kmax_bytes / 1e3,
+                color="tab:red", alpha=0.1, label="marking band")
+    axq.set_ylabel("queue KB")
+    axq.set_xlabel("time (s, live)")
+    axq.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(scenario_path: str, results_root: str, state_dir: str | None) -> int:
+    from dataplane.live_run import run_flows
+    from testbed.builder import Interrupted, Testbed, TestbedError
+    from testbed.scenario import ScenarioError, load_scenario
+    from testbed.state import StateStore, state_dir as resolve_state_dir
+
+    try:
+        scenario = load_scenario(scenario_path)
+    except ScenarioError as exc:
+        print(f"prc-emu: scenario error: {exc}", file=sys.stderr)
+        return 2
+    store = StateStore(resolve_state_dir(state_dir))
+    try:
+        with Testbed.up(scenario, store, scenario_path=scenario_path) as testbed:
+            print(f"testbed {testbed.run_id} up; sending {len(scenario.traffic.flows)} flows for "
+                  f"{scenario.traffic.duration_s:g} s", flush=True)
+            result = run_flows(testbed, scenario.live, list(scenario.traffic.flows),
+                               scenario.traffic.duration_s, scenario.traffic.sample_every_s)
+            with ResultsWriter(Path(results_root), testbed.run_id) as out:
+                out.json("config.json", {"scenario_path": scenario_path, "scenario": scenario,
+                                         "testbed": testbed.record})
+                out.json("versions.json", versions())
+                out.csv("flows.csv", ["time_s", "flow", "delivered_mbps", "bpf_rate_mbps"],
+                        _rows(result, scenario.live_rate_bps / 1e6))
+                out.csv("queues.csv", ["sample", "port_ifindex", "model_queue_bytes"],
+                        ([i, port, q] for port, qs in result.queue_samples.items() for i, q in enumerate(qs)))
+                summary = summarize(result, scenario)
+                out.json("summary.json", summary)
+                plot(result, scenario, out.dir / RATE_PLOT)
+    except (TestbedError, ScenarioError) as exc:
+        print(f"prc-emu: {exc}", file=sys.stderr)
+        return 1
+    except Interrupted as exc:
+        print(f"prc-emu: interrupted by {exc}; testbed removed, no results written", file=sys.stderr)
+        return 128 + exc.signum
+    final = Path(results_root) / testbed.run_id
+    for f in summary["flows"]:
+        print(f"  {f['flow']:<10} {f['share_of_line'] * 100:5.1f}% of line  "
+              f"({f['delivered_gbps_datacenter']:.1f} Gb/s datacenter, {f['delivered_mbps_live']:.0f} Mb/s live)  "
+              f"CNPs {f['cnps']}  pacing p50 {f['rate_ratio_p50']:.3f}")
+    print(f"  Jain fairness {summary['jain_fairness']:.3f}, total {summary['total_share_of_line'] * 100:.1f}% "
+          f"of line; run {'valid' if summary['valid'] else 'INVALID: ' + summary['invalid_because']}")
+    print(f"results: {final}  (plot: {final / RATE_PLOT})")
+    return 0 if summary["valid"] else 3

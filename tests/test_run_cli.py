@@ -1,0 +1,70 @@
+"""`prc-emu run` as a user runs it: a live experiment into a results
+folder, or nothing at all."""
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from testbed.isolated import run_sandboxed
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = [pytest.mark.root, pytest.mark.bcc, pytest.mark.netns]
+SHORT = """name = "short"
+[traffic]
+duration_s = 3.0
+settle_s = 1.0
+"""
+
+
+def _cli_run(tmp: str, scenario_text: str, stop_after_s: float | None = None) -> dict:
+    from pyroute2 import netns
+
+    scenario = Path(tmp) / "scenario.toml"
+    scenario.write_text(scenario_text)
+    proc = subprocess.Popen([sys.executable, "-m", "control.cli", "run", str(scenario), "--results",
+                             tmp + "/results", "--state-dir", tmp + "/state"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if stop_after_s is not None:
+        time.sleep(stop_after_s)
+        proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    results = Path(tmp) / "results"
+    return {"rc": proc.returncode, "out": out, "err": err, "netns": netns.listnetns(),
+            "entries": sorted(p.name for p in results.iterdir()) if results.exists() else []}
+
+
+def test_run_writes_a_complete_results_folder(tmp_path):
+    r = run_sandboxed(_cli_run, str(tmp_path), SHORT, timeout_s=300)
+    assert r["rc"] == 0, r["out"] + r["err"]
+    assert r["netns"] == [] and len(r["entries"]) == 1
+    folder = tmp_path / "results" / r["entries"][0]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "config.json", "flows.csv", "queues.csv", "rates.png", "summary.json", "versions.json"]
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["valid"] and len(summary["flows"]) == 2
+    assert all(0.35 <= f["share_of_line"] <= 0.65 for f in summary["flows"])
+    assert summary["jain_fairness"] > 0.95
+    rows = (folder / "flows.csv").read_text().splitlines()
+    assert rows[0] == "time_s,flow,delivered_mbps,bpf_rate_mbps" and len(rows) > 400
+    assert json.loads((folder / "versions.json").read_text())["kernel"]
+    assert (folder / "rates.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_sigterm_during_a_run_leaves_no_results_and_no_testbed(tmp_path):
+    r = run_sandboxed(_cli_run, str(tmp_path), SHORT, 2.5, timeout_s=300)
+    assert r["rc"] == 128 + signal.SIGTERM, r["out"] + r["err"]
+    assert r["netns"] == [] and r["entries"] == []
+
+
+def test_bad_scenario_exits_2_and_writes_nothing(tmp_path):
+    scenario = tmp_path / "bad.toml"
+    scenario.write_text('[traffic]\nflows = [["h0", "h7"]]\n')
+    proc = subprocess.run([sys.executable, "-m", "control.cli", "run", str(scenario), "--results",
+                           str(tmp_path / "results")], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "traffic.flows" in proc.stderr
+    assert not (tmp_path / "results").exists()
