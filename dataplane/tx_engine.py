@@ -15,6 +15,7 @@ rates) says so.
 from __future__ import annotations
 
 import ctypes
+import gc
 import heapq
 import struct
 import time
@@ -136,7 +137,18 @@ class TxEngine:
 
     def run(self, duration_s: float | None = None, until=None) -> None:
         """Send until every queue is empty, duration_s has passed, or
-        until() says so (checked between packets)."""
+        until() says so (checked between packets). The garbage collector
+        is paused meanwhile: its passes over a growing packet log stall the
+        loop for longer than the pacing slack."""
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._run(duration_s, until)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+    def _run(self, duration_s: float | None, until) -> None:
         # Sleeps end up to 50 us late by default (timer slack): ask for 1 ns.
         ctypes.CDLL(None).prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0)
         end = now_ns() + int(duration_s * 1e9) if duration_s is not None else None
