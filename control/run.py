@@ -99,7 +99,8 @@ def main(scenario_path: str, results_root: str, state_dir: str | None) -> int:
             print(f"testbed {testbed.run_id} up; sending {len(scenario.traffic.flows)} flows for "
                   f"{scenario.traffic.duration_s:g} s", flush=True)
             result = run_flows(testbed, scenario.live, list(scenario.traffic.flows),
-                               scenario.traffic.duration_s, scenario.traffic.sample_every_s)
+                               scenario.traffic.duration_s, scenario.traffic.sample_every_s,
+                               settle_s=scenario.traffic.settle_s)
             with ResultsWriter(Path(results_root), testbed.run_id) as out:
                 out.json("config.json", {"scenario_path": scenario_path, "scenario": scenario,
                                          "testbed": testbed.record})

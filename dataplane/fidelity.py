@@ -33,9 +33,12 @@ class QpFidelity:
                                      and self.rate_ratio_p50 >= MIN_RATIO_P50)
 
 
-def qp_fidelity(qpn: int, log: list[tuple[int, int, int, int]], line_rate_bps: float) -> QpFidelity:
+def qp_fidelity(qpn: int, log: list[tuple[int, int, int, int]], line_rate_bps: float,
+                since_ns: int = 0) -> QpFidelity:
     """log: (send time ns, wire bytes, BPF rate Q20 after the packet,
-    lateness ns) per packet, in order."""
+    lateness ns) per packet, in order; packets sent before since_ns (a
+    start-up transient) are left out."""
+    log = [entry for entry in log if entry[0] >= since_ns]
     if not log:
         return QpFidelity(qpn, 0, 0.0, 0.0, 0, 0.0, 0.0, 0.0)
     arr = np.asarray(log, dtype=np.float64)

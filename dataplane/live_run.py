@@ -58,15 +58,20 @@ class LiveResult:
 
 
 def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: float,
-              sample_every_s: float = 0.01, engine_cpu: int = 0, during=None) -> LiveResult:
+              sample_every_s: float = 0.01, engine_cpu: int = 0, during=None,
+              settle_s: float = 0.0) -> LiveResult:
     """Bring up the RNICs on testbed, send one long flow per (src, dst)
     for duration_s, sample, and report. The engine pins itself to one CPU
     (a busy-waiting engine sharing a core with the dataplane loses rate).
     during: (seconds after start, callable) run once then from the sampler,
-    e.g. to start a capture in another process."""
-    if engine_cpu in os.sched_getaffinity(0):
+    e.g. to start a capture in another process. Engine fidelity is judged
+    on the packets after settle_s (start-up, when every flow starts at line
+    rate, is a transient)."""
+    if engine_cpu not in os.sched_getaffinity(0):
+        engine_cpu = None
+    emu = Emulator(testbed, live, engine_cpu)       # steers receive work off the engine's CPU
+    if engine_cpu is not None:
         os.sched_setaffinity(0, {engine_cpu})
-    emu = Emulator(testbed, live)
     try:
         results = []
         for src, dst in flows:
@@ -104,7 +109,8 @@ def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: f
             tx, rx = emu.tx_view[f.send_qpn], emu.rx_view[f.recv_qpn]
             f.packets_sent, f.early_packets = qp.packets, tx.early_packets
             f.packets_received, f.ce_packets, f.cnps = rx.packets, rx.ce_packets, rx.cnps_sent
-            f.fidelity = qp_fidelity(f.send_qpn, qp.log, result.line_rate_bps)
+            f.fidelity = qp_fidelity(f.send_qpn, qp.log, result.line_rate_bps,
+                                     since_ns=start + int(settle_s * 1e9))
         return result
     finally:
         emu.close()

@@ -58,6 +58,15 @@ def enter_netns(name: str) -> None:
         raise OSError(f"setns({name}) did not take effect")
 
 
+def mount_own_sysfs() -> None:
+    """A private mount namespace with a sysfs of the current network
+    namespace on /sys (sysfs shows the devices of the namespace that
+    mounted it): what `ip netns exec` does, for this process only."""
+    _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+    _check(_libc.mount(b"sysfs", b"/sys", b"sysfs", 0, None), "mount sysfs on /sys")
+
+
 def enter_sandbox() -> None:
     """A private network namespace (holding only lo, brought up) and a
     private mount namespace with its own tmpfs on /run/netns: named

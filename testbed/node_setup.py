@@ -115,3 +115,16 @@ def egress_commands(plan: Plan, node: str, leaf_qdisc: str) -> list[str]:
 
 def _add_qdiscs(plan: Plan, node: str, leaf_qdisc: str) -> None:
     _batch(["tc", "-n", plan.netns(node)], egress_commands(plan, node, leaf_qdisc))
+
+
+def steer_receive(ifnames: list[str], cpus: set[int]) -> None:
+    """Receive processing (RPS) of these interfaces on the given CPUs. Runs
+    inside the node's namespace; needs that namespace's own sysfs."""
+    from testbed.isolated import mount_own_sysfs
+
+    mount_own_sysfs()
+    mask = format(sum(1 << c for c in cpus), "x")
+    for ifname in ifnames:
+        queues = Path("/sys/class/net", ifname, "queues")
+        for queue in queues.glob("rx-*"):
+            (queue / "rps_cpus").write_text(mask)

@@ -17,7 +17,7 @@ SETTLE_S = 2.0          # live time allowed to converge (d = 100: 20 ms of datac
 # counter off), CNP interval 50 us, RED 5 KB / 200 KB / 1%, all x d = 100.
 
 
-def _run(flows, duration_s):
+def _run(flows, duration_s, settle_s=0.5):
     from dataplane.live_run import run_flows
     from testbed.builder import Testbed
     from testbed.scenario import parse_scenario
@@ -25,7 +25,7 @@ def _run(flows, duration_s):
 
     scenario = parse_scenario(tomllib.loads((REPO / "examples/default.toml").read_text()))
     with tempfile.TemporaryDirectory() as state, Testbed.up(scenario, StateStore(state)) as testbed:
-        result = run_flows(testbed, scenario.live, flows, duration_s)
+        result = run_flows(testbed, scenario.live, flows, duration_s, settle_s=settle_s)
         bottleneck = testbed.plan.ports("s0")[2].ifindex            # s0's port to h2
         return result, result.queue_samples[bottleneck]
 
@@ -48,7 +48,8 @@ def test_one_flow_alone_reaches_line_rate():
 
 
 def test_two_flows_share_the_bottleneck_evenly():
-    result, queue = run_sandboxed(_run, [("h0", "h2"), ("h1", "h2")], SETTLE_S + 4.0, timeout_s=300)
+    result, queue = run_sandboxed(_run, [("h0", "h2"), ("h1", "h2")], SETTLE_S + 4.0, SETTLE_S,
+                                  timeout_s=300)
     shares = result.shares(SETTLE_S, 1.0)
     assert len(shares) >= 3
     for window in shares:
