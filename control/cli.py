@@ -63,6 +63,17 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-dir", help="testbed run records (default: $PRC_EMU_STATE_DIR or /run/prc-emu)")
 
 
+def _top(args) -> int:
+    from control.top import main
+    return main(args.state_dir, args.interval, args.count)
+
+
+def _add_top_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--state-dir", help="testbed run records (default: $PRC_EMU_STATE_DIR or /run/prc-emu)")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between tables (default 1)")
+    p.add_argument("--count", type=int, default=0, help="tables to print, 0 for until Ctrl-C")
+
+
 # name -> (help, handler, add-arguments)
 COMMANDS = {
     "doctor": ("check that this machine can run the emulator", _doctor, None),
@@ -71,6 +82,7 @@ COMMANDS = {
                 _add_testbed_args),
     "cc": ("the congestion-control core on its own", _cc, _add_cc_args),
     "run": ("run a scenario's flows live and write results/<run-id>/", _run, _add_run_args),
+    "top": ("live per-QP rates of a running experiment", _top, _add_top_args),
 }
 
 

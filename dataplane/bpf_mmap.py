@@ -8,15 +8,16 @@ import mmap
 
 
 class MmapArray:
-    """An mmapable BCC array map viewed as a ctypes array of its leaf type."""
+    """An mmapable array map viewed as a ctypes array of its leaf type:
+    from a BCC table, or from a map fd and its entry count."""
 
-    def __init__(self, table, leaf_type):
+    def __init__(self, table, leaf_type, map_fd: int | None = None, count: int | None = None):
         self.leaf_type = leaf_type
-        self.count = table.max_entries
+        self.count = table.max_entries if table is not None else count
+        fd = table.map_fd if table is not None else map_fd
         size = ctypes.sizeof(leaf_type) * self.count
         self._size = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE * mmap.PAGESIZE
-        self._mm = mmap.mmap(table.map_fd, self._size, mmap.MAP_SHARED,
-                             mmap.PROT_READ | mmap.PROT_WRITE)
+        self._mm = mmap.mmap(fd, self._size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         self.items = (leaf_type * self.count).from_buffer(self._mm)
 
     def __getitem__(self, index: int):

@@ -124,6 +124,13 @@ class Emulator:
         self.engine.add_qp(send_qpn, self.sockets[src], recv_qpn, addr, self.live.roce_mtu)
         return send_qpn, recv_qpn
 
+    def map_ids(self) -> dict[str, int]:
+        """Ids of the maps `prc-emu top` reads from another process."""
+        from dataplane.bpf_objects import object_id
+        return {"qp_tx": object_id(self.nic.bpf["qp_tx"].map_fd),
+                "qp_rx": object_id(self.nic.bpf["qp_rx"].map_fd),
+                "port_stats": object_id(self.switch.bpf["port_stats"].map_fd)}
+
     def switch_stats_view(self) -> MmapArray:
         view = MmapArray(self.switch.bpf["port_stats"], PortStats)
         self._views.append(view)

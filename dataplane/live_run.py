@@ -99,6 +99,11 @@ def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: f
                     result.queue_samples[i].append(stats_view[i].q_bytes)
             return False
 
+        # what `prc-emu top` needs to follow the run from another process
+        testbed.record["live"] = {"maps": emu.map_ids(), "line_rate_bps": result.line_rate_bps,
+                                  "dilation": testbed.plan.scenario.dilation,
+                                  "flows": [[f.src, f.dst, f.send_qpn, f.recv_qpn] for f in results]}
+        testbed.store.write(testbed.record)
         for f in results:
             emu.engine.post(f.send_qpn, FLOW_MESSAGE_BYTES)
         emu.engine.run(duration_s=duration_s, until=sample)

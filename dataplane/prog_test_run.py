@@ -62,6 +62,8 @@ def libbpf():
         lib.bpf_obj_get_info_by_fd.restype = ctypes.c_int
         lib.bpf_prog_get_fd_by_id.argtypes = [ctypes.c_uint32]
         lib.bpf_prog_get_fd_by_id.restype = ctypes.c_int
+        lib.bpf_map_get_fd_by_id.argtypes = [ctypes.c_uint32]
+        lib.bpf_map_get_fd_by_id.restype = ctypes.c_int
         _libbpf = lib
     return _libbpf
 

@@ -68,3 +68,34 @@ def test_bad_scenario_exits_2_and_writes_nothing(tmp_path):
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "traffic.flows" in proc.stderr
     assert not (tmp_path / "results").exists()
+
+
+def _top_during_run(tmp: str) -> dict:
+    scenario = Path(tmp) / "scenario.toml"
+    scenario.write_text(SHORT.replace("duration_s = 3.0", "duration_s = 6.0"))
+    cli = [sys.executable, "-m", "control.cli"]
+    run = subprocess.Popen(cli + ["run", str(scenario), "--results", tmp + "/results", "--state-dir",
+                                  tmp + "/state"], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    from testbed.state import StateStore
+    store = StateStore(tmp + "/state")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any("live" in store.read(i) for i in store.run_ids()):
+        time.sleep(0.1)                                          # the RNICs are being loaded
+    time.sleep(1.5)
+    top = subprocess.run(cli + ["top", "--state-dir", tmp + "/state", "--count", "1", "--interval", "1"],
+                         cwd=REPO, capture_output=True, text=True, timeout=60)
+    run.communicate(timeout=120)
+    after = subprocess.run(cli + ["top", "--state-dir", tmp + "/state", "--count", "1"],
+                           cwd=REPO, capture_output=True, text=True, timeout=60)
+    return {"top": top, "after": after}
+
+
+def test_top_shows_the_running_qps_rates(tmp_path):
+    r = run_sandboxed(_top_during_run, str(tmp_path), timeout_s=300)
+    top = r["top"]
+    assert top.returncode == 0, top.stderr
+    rows = [line.split() for line in top.stdout.splitlines() if line.split()[:1] in (["1"], ["3"])]
+    assert [row[1] for row in rows] == ["h0->h2", "h1->h2"]
+    sent = [float(row[4]) for row in rows]
+    assert all(200 <= s <= 800 for s in sent) and 850 <= sum(sent) <= 1050, top.stdout
+    assert r["after"].returncode == 1 and "no running experiment" in r["after"].stderr
