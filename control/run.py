@@ -13,13 +13,20 @@ from control.results import ResultsWriter, jain, versions
 RATE_PLOT = "rates.png"
 
 
+FLOW_COLUMNS = ["time_s", "flow", "delivered_mbps", "bpf_rate_mbps", "alpha", "cnps", "ce_marks"]
+
+
 def _rows(result, scale_mbps: float):
+    """One row per flow per sample; delivered rate over the sample period,
+    the rest as sampled (CNPs and CE marks cumulative)."""
     t0 = result.samples[0][0]
-    for (ta, ba, _), (tb, bb, rb) in zip(result.samples, result.samples[1:]):
-        dt = (tb - ta) / 1e9
+    for before, after in zip(result.samples, result.samples[1:]):
+        dt = (after[0] - before[0]) / 1e9
+        _t, delivered, rate, alpha, cnps, ce = after
         for i, f in enumerate(result.flows):
-            yield [f"{(tb - t0) / 1e9:.4f}", f"{f.src}->{f.dst}", f"{(bb[i] - ba[i]) * 8 / dt / 1e6:.3f}",
-                   f"{rb[i] / (1 << 20) * scale_mbps:.3f}"]
+            yield [f"{(after[0] - t0) / 1e9:.4f}", f"{f.src}->{f.dst}",
+                   f"{(delivered[i] - before[1][i]) * 8 / dt / 1e6:.3f}",
+                   f"{rate[i] / (1 << 20) * scale_mbps:.3f}", f"{alpha[i] / (1 << 20):.5f}", cnps[i], ce[i]]
 
 
 def summarize(result, scenario) -> dict:
@@ -105,8 +112,7 @@ def main(scenario_path: str, results_root: str, state_dir: str | None) -> int:
                 out.json("config.json", {"scenario_path": scenario_path, "scenario": scenario,
                                          "testbed": testbed.record})
                 out.json("versions.json", versions())
-                out.csv("flows.csv", ["time_s", "flow", "delivered_mbps", "bpf_rate_mbps"],
-                        _rows(result, scenario.live_rate_bps / 1e6))
+                out.csv("flows.csv", FLOW_COLUMNS, _rows(result, scenario.live_rate_bps / 1e6))
                 out.csv("queues.csv", ["sample", "port_ifindex", "model_queue_bytes"],
                         ([i, port, q] for port, qs in result.queue_samples.items() for i, q in enumerate(qs)))
                 summary = summarize(result, scenario)

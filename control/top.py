@@ -33,11 +33,11 @@ def render(record: dict, before: list[tuple], after: list[tuple], dt: float) -> 
     line, d = live["line_rate_bps"], live["dilation"]
     lines = [f"{record['run_id']}: {len(live['flows'])} flows, line {line / 1e6:g} Mb/s live "
              f"(x{d:g} datacenter)",
-             f"{'QP':>5} {'flow':<10} {'BPF rate':>10} {'sent Mb/s':>10} {'recv Mb/s':>10} {'alpha':>7} "
+             f"{'QP':>5} {'flow':<10} {'BPF Mb/s':>10} {'sent Mb/s':>10} {'recv Mb/s':>10} {'alpha':>7} "
              f"{'CNPs':>7} {'CE':>8}"]
     for (src, dst, _s, _r), b, a in zip(live["flows"], before, after):
         rate_mbps = a[4] / (1 << 20) * line / 1e6
-        lines.append(f"{a[0]:>5} {src + '->' + dst:<10} {rate_mbps:>7.1f} Mb {(a[2] - b[2]) * 8 / dt / 1e6:>10.1f} "
+        lines.append(f"{a[0]:>5} {src + '->' + dst:<10} {rate_mbps:>10.1f} {(a[2] - b[2]) * 8 / dt / 1e6:>10.1f} "
                      f"{(a[3] - b[3]) * 8 / dt / 1e6:>10.1f} {a[5] / (1 << 20):>7.3f} {a[6]:>7} {a[7]:>8}")
     return "\n".join(lines)
 

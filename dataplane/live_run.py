@@ -33,8 +33,10 @@ class FlowResult:
 class LiveResult:
     line_rate_bps: int
     flows: list[FlowResult]
-    # per sample: time ns, delivered bytes per flow, BPF rate (Q20) per flow
-    samples: list[tuple[int, list[int], list[int]]] = field(default_factory=list)
+    # per sample: time ns, then per flow: delivered bytes, BPF rate (Q20),
+    # alpha (Q20), CNPs received by the sender, CE marks seen by the receiver
+    samples: list[tuple[int, list[int], list[int], list[int], list[int], list[int]]] = \
+        field(default_factory=list)
     queue_samples: dict[int, list[int]] = field(default_factory=dict)   # ifindex -> bytes
     send_errors: int = 0
 
@@ -93,8 +95,12 @@ def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: f
                 pending.pop(0)[1]()
             if now >= next_sample[0]:
                 next_sample[0] = now + period
-                result.samples.append((now, [emu.rx_view[f.recv_qpn].bytes for f in results],
-                                       [emu.tx_view[f.send_qpn].rate for f in results]))
+                tx, rx = emu.tx_view, emu.rx_view
+                result.samples.append((now, [rx[f.recv_qpn].bytes for f in results],
+                                       [tx[f.send_qpn].rate for f in results],
+                                       [tx[f.send_qpn].alpha for f in results],
+                                       [tx[f.send_qpn].cnps_received for f in results],
+                                       [rx[f.recv_qpn].ce_packets for f in results]))
                 for i in switch_ports:
                     result.queue_samples[i].append(stats_view[i].q_bytes)
             return False

@@ -49,7 +49,9 @@ def test_run_writes_a_complete_results_folder(tmp_path):
     assert all(0.35 <= f["share_of_line"] <= 0.65 for f in summary["flows"])
     assert summary["jain_fairness"] > 0.95
     rows = (folder / "flows.csv").read_text().splitlines()
-    assert rows[0] == "time_s,flow,delivered_mbps,bpf_rate_mbps" and len(rows) > 400
+    assert rows[0] == "time_s,flow,delivered_mbps,bpf_rate_mbps,alpha,cnps,ce_marks" and len(rows) > 400
+    last = rows[-1].split(",")
+    assert 0 <= float(last[4]) <= 1 and int(last[5]) > 0 and int(last[6]) > 0
     assert json.loads((folder / "versions.json").read_text())["kernel"]
     assert (folder / "rates.png").read_bytes()[:4] == b"\x89PNG"
 
