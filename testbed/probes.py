@@ -152,3 +152,30 @@ def capture(ifname: str, duration_s: float, max_frames: int, path: str, cpu: int
                 break
     write_pcap(path, frames)
     return len(frames)
+
+
+def queue_pairs(ifname: str, ifindex: int, stats_map_id: int, duration_s: float,
+                every_s: float = 0.005, cpu: int = 1) -> list[tuple[int, int]]:
+    """Sample, at the same instants, the real backlog of the port's qdisc
+    (bytes, from netlink) and the switch program's model queue (from its
+    mmapped port_stats map): [(real, model), ...]."""
+    from pyroute2 import IPRoute
+
+    from dataplane.bpf_mmap import MmapArray
+    from dataplane.bpf_objects import map_fd_by_id
+    from dataplane.switch import MAX_IFINDEX, PortStats
+
+    pin_to_cpu(cpu)
+    stats = MmapArray(None, PortStats, map_fd_by_id(stats_map_id), MAX_IFINDEX)
+    pairs = []
+    with IPRoute() as ipr:
+        idx = ipr.link_lookup(ifname=ifname)[0]
+        end = time.monotonic() + duration_s
+        while time.monotonic() < end:
+            backlog = 0
+            for qdisc in ipr.get_qdiscs(idx):
+                if qdisc.get_attr("TCA_KIND") == "htb":      # the root holds its children's backlog
+                    backlog = qdisc.get_attr("TCA_STATS2").get_attr("TCA_STATS_QUEUE")["backlog"]
+            pairs.append((backlog, stats[ifindex].q_bytes))
+            time.sleep(every_s)
+    return pairs

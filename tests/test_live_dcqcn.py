@@ -104,3 +104,34 @@ def test_a_capture_on_the_bottleneck_passes_an_independent_decoder(tmp_path):
     data = [p for p in parsed if p.opcode != roce.CNP]
     assert cnps and {p.dest_qp for p in cnps} <= {1, 3}            # to the two senders
     assert any(p.ecn == roce.CE for p in data) and {p.dest_qp for p in data} == {2, 4}
+
+
+def _run_with_queue_pairs():
+    from dataplane.live_run import run_flows
+    from testbed import probes
+    from testbed.builder import Testbed
+    from testbed.isolated import start_in_netns
+    from testbed.scenario import parse_scenario
+    from testbed.state import StateStore
+
+    scenario = parse_scenario(tomllib.loads((REPO / "examples/default.toml").read_text()))
+    with tempfile.TemporaryDirectory() as state, Testbed.up(scenario, StateStore(state)) as testbed:
+        port = testbed.plan.ports("s0")[2]
+        child = []
+        start = lambda: child.append(start_in_netns(
+            testbed.netns("s0"), probes.queue_pairs, port.ifname, port.ifindex,
+            testbed.record["live"]["maps"]["port_stats"], 2.0))
+        run_flows(testbed, scenario.live, [("h0", "h2"), ("h1", "h2")], 4.5, during=[(1.5, start)])
+        return child[0].result(timeout_s=60)
+
+
+def test_the_marking_queue_model_follows_the_real_htb_backlog():
+    """Sampled at the same instants from another process: the qdisc's real
+    backlog (netlink) and switch_port's model queue (its mmapped map)."""
+    pairs = np.asarray(run_sandboxed(_run_with_queue_pairs, timeout_s=300), dtype=float)
+    real, model = pairs[:, 0], pairs[:, 1]
+    assert len(pairs) >= 100 and real.max() > 50_000              # a queue was there to follow
+    assert model.mean() == pytest.approx(real.mean(), rel=0.2)
+    assert np.percentile(model, 90) == pytest.approx(np.percentile(real, 90), rel=0.25)
+    # the model reports the queue a packet found, the qdisc the queue after it
+    assert np.median(np.abs(real - model)) <= 2 * 4200
