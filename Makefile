@@ -19,6 +19,7 @@ test: bootstrap
 bench: bootstrap
 	$(PY) benchmarks/cc_bench.py
 	$(PY) benchmarks/nic_bench.py
+	$(PY) benchmarks/engine_bench.py
 
 clean-venv:
 	rm -rf $(VENV)

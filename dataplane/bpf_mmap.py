@@ -23,10 +23,19 @@ class MmapArray:
     def __getitem__(self, index: int):
         return self.items[index]
 
+    def words(self) -> memoryview:
+        """The map as unsigned 64-bit words: the fastest reads, for hot loops
+        (field f of entry i is words[i * stride + f])."""
+        view = memoryview(self._mm).cast("Q")
+        self._exported = getattr(self, "_exported", []) + [view]
+        return view
+
     def close(self) -> None:
         """Unmap now if no entry object is still alive; otherwise the
         mapping goes when the last one does."""
         self.items = None
+        for view in getattr(self, "_exported", []):
+            view.release()
         try:
             self._mm.close()
         except BufferError:

@@ -30,6 +30,11 @@ BTH_AT = roce.ETH_BYTES + 20 + roce.UDP_BYTES
 PSN_AT = BTH_AT + 9                   # 24-bit PSN
 SPIN_BELOW_NS = 500_000               # closer than this to a departure: spin, do not sleep
 PR_SET_TIMERSLACK = 29
+# (only, first, middle, last) opcodes per message kind
+OPCODES = {"write": (roce.WRITE_ONLY, roce.WRITE_FIRST, roce.WRITE_MIDDLE, roce.WRITE_LAST),
+           "send": (roce.SEND_ONLY, roce.SEND_FIRST, roce.SEND_MIDDLE, roce.SEND_LAST)}
+# struct qp_tx as 64-bit words: the fields the loop reads
+QP_TX_WORDS, DEPARTURE_WORD, RATE_WORD = 8, 0, 4
 
 
 def now_ns() -> int:
@@ -45,7 +50,8 @@ class FrameFactory:
         self.addr = addr
         self._templates: dict[tuple[int, int, int], tuple[bytearray, bytearray]] = {}
 
-    def frame(self, opcode: int, psn: int, payload_len: int, dma_len: int) -> bytes:
+    def frame(self, opcode: int, psn: int, payload_len: int, dma_len: int) -> bytearray:
+        """The frame, valid until the next call (send it before asking again)."""
         key = (opcode, payload_len, dma_len)
         if key not in self._templates:
             frame = bytearray(roce.data_packet(
@@ -62,7 +68,7 @@ class FrameFactory:
         frame[PSN_AT:PSN_AT + 3] = psn_bytes
         masked[8 + PSN_AT - roce.ETH_BYTES:8 + PSN_AT - roce.ETH_BYTES + 3] = psn_bytes
         struct.pack_into("<I", frame, len(frame) - roce.ICRC_BYTES, zlib.crc32(masked))
-        return bytes(frame)
+        return frame
 
 
 @dataclass
@@ -88,15 +94,14 @@ class SendQp:
     # fidelity: per packet (send time ns, wire bytes, BPF rate Q20, lateness ns)
     log: list = field(default_factory=list)
 
-    def next_frame(self) -> tuple[bytes, Message | None]:
+    def next_frame(self) -> tuple[bytearray, Message | None]:
         """The next packet of the head message; the message too if this
         packet completes it."""
         msg = self.queue[0]
         first = msg.sent == 0
         size = min(self.mtu, msg.length - msg.sent)
         last = msg.sent + size >= msg.length
-        ops = {"write": (roce.WRITE_ONLY, roce.WRITE_FIRST, roce.WRITE_MIDDLE, roce.WRITE_LAST),
-               "send": (roce.SEND_ONLY, roce.SEND_FIRST, roce.SEND_MIDDLE, roce.SEND_LAST)}[msg.kind]
+        ops = OPCODES[msg.kind]
         opcode = ops[0] if first and last else ops[1] if first else ops[3] if last else ops[2]
         frame = self.frames.frame(opcode, self.next_psn, size, msg.length if first else 0)
         self.next_psn = (self.next_psn + 1) & roce.PSN_MASK
@@ -112,6 +117,7 @@ class TxEngine:
 
     def __init__(self, departures, on_message_sent=None, log_packets: bool = True):
         self.departures = departures
+        self._words = departures.words()
         self.qps: dict[int, SendQp] = {}
         self.on_message_sent = on_message_sent
         self.log_packets = log_packets
@@ -133,7 +139,7 @@ class TxEngine:
         qp.queue.append(Message(kind, length, tag))
         if qpn not in self._queued:
             self._queued.add(qpn)
-            heapq.heappush(self._heap, (self.departures[qpn].next_departure_ns, qpn))
+            heapq.heappush(self._heap, (self._words[qpn * QP_TX_WORDS + DEPARTURE_WORD], qpn))
 
     def run(self, duration_s: float | None = None, until=None) -> None:
         """Send until every queue is empty, duration_s has passed, or
@@ -152,7 +158,7 @@ class TxEngine:
         # Sleeps end up to 50 us late by default (timer slack): ask for 1 ns.
         ctypes.CDLL(None).prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0)
         end = now_ns() + int(duration_s * 1e9) if duration_s is not None else None
-        heap, deps = self._heap, self.departures
+        heap, words = self._heap, self._words
         while heap:
             departure, qpn = heap[0]
             now = now_ns()
@@ -169,15 +175,14 @@ class TxEngine:
                 qp.sock.send(frame)
             except OSError:
                 self.send_errors += 1        # the qdisc is full: counted, packet lost
-            sent_at = now_ns()
             qp.packets += 1
             qp.bytes += len(frame)
-            entry = deps[qpn]
+            base = qpn * QP_TX_WORDS
             if self.log_packets:
-                qp.log.append((sent_at, len(frame), entry.rate, now - departure))
+                qp.log.append((now_ns(), len(frame), words[base + RATE_WORD], now - departure))
             if done is not None and self.on_message_sent is not None:
                 self.on_message_sent(qpn, done)
             if qp.queue:
-                heapq.heappush(heap, (entry.next_departure_ns, qpn))
+                heapq.heappush(heap, (words[base + DEPARTURE_WORD], qpn))
             else:
                 self._queued.discard(qpn)
