@@ -27,7 +27,7 @@ int switch_port(struct __sk_buff *skb)
 	struct port_queue *q;
 	struct port_stats *st;
 	__u32 port = skb->ifindex, bytes = skb->len;
-	__u64 now, queued, p;
+	__u64 now, queued, after, p, pause;
 	int ect = 0, marked = 0;
 
 	cfg = port_cfg.lookup(&port);
@@ -49,7 +49,15 @@ int switch_port(struct __sk_buff *skb)
 	bpf_spin_lock(&q->lock);
 	queued = queue_drain(q, cfg, now);
 	queue_add(q, cfg, bytes);
+	after = q->q_bytes;
 	bpf_spin_unlock(&q->lock);
+
+	pause = pause_until(cfg, after, now);
+	if (pause > st->pause_until_ns) {
+		if (st->pause_until_ns < now)
+			__sync_fetch_and_add(&st->pause_events, 1);
+		st->pause_until_ns = pause;
+	}
 
 	if (ect && p < red_probability(cfg, queued))
 		marked = bpf_skb_ecn_set_ce(skb);

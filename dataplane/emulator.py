@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from dataplane import roce
 from dataplane.bpf_mmap import MmapArray
 from dataplane.cc import DcqcnConfig, Hook
-from dataplane.nic import MAX_QPS, Nic, QpRx, QpTx, sender_sport
-from dataplane.switch import PortStats, RedConfig, SwitchPorts
-from dataplane.tx_engine import TxEngine
+from dataplane.nic import MAX_QPS, QP_RX_WORDS, RX_BYTES_WORD, Nic, QpRx, QpTx, sender_sport
+from dataplane.switch import PAUSE_UNTIL_WORD, PORT_STATS_WORDS, PortStats, RedConfig, SwitchPorts
+from dataplane.tx_engine import PortCredit, TxEngine
 from testbed.isolated import run_in_netns
 from testbed.netns_socket import open_packet_socket
 from testbed.node_setup import steer_receive
@@ -98,17 +98,11 @@ class Emulator:
         self.tx_view = MmapArray(self.nic.bpf["qp_tx"], QpTx)
         self.rx_view = MmapArray(self.nic.bpf["qp_rx"], QpRx)
         self._views = [self.tx_view, self.rx_view]
-        self.engine = TxEngine(self.tx_view)
+        self.stats_view = MmapArray(self.switch.bpf["port_stats"], PortStats)
+        self._views.append(self.stats_view)
+        self.engine = TxEngine(self.tx_view, pauses=self.stats_view, deliveries=self.rx_view)
+        self._credits: dict[int, PortCredit] = {}
         self._next_qpn = 1
-
-    def _peer(self, host: str):
-        port = self.plan.ports(host)[0]
-        for link in self.plan.links:
-            if link.a is port:
-                return port, link.b
-            if link.b is port:
-                return port, link.a
-        raise KeyError(host)
 
     def connect(self, src: str, dst: str, proc: int = 0) -> tuple[int, int]:
         """An RC connection src -> dst: (sending QPN, receiving QPN)."""
@@ -118,10 +112,23 @@ class Emulator:
         self._next_qpn += 2
         self.nic.add_qp(send_qpn, recv_qpn, proc)
         self.nic.add_qp(recv_qpn, send_qpn, proc)
-        port, peer = self._peer(src)
+        port = self.plan.ports(src)[0]
+        peer = self.plan.peer(port)
         addr = roce.FlowAddr(src_mac=port.mac, dst_mac=peer.mac, src_ip=port.addr,
                              dst_ip=self.plan.host_addr(dst), sport=sender_sport(send_qpn))
-        self.engine.add_qp(send_qpn, self.sockets[src], recv_qpn, addr, self.live.roce_mtu)
+        qp = self.engine.add_qp(send_qpn, self.sockets[src], recv_qpn, addr, self.live.roce_mtu)
+        if self.live.red.lossless:
+            # The sender obeys pauses of the ports on its path (from the
+            # switch's queue model), and what is on its way to the last hop
+            # is bounded by delivered bytes: on a loaded CPU the real qdisc
+            # runs behind the model (seen: 35 KB), and the kernel's backlog
+            # queues hold more than a wire would.
+            path = self.plan.path_ports(src, dst)
+            qp.pause_words = [p.ifindex * PORT_STATS_WORDS + PAUSE_UNTIL_WORD for p in path]
+            credit = self._credits.setdefault(
+                path[-1].ifindex, PortCredit(self.plan.scenario.buffer_bytes * 3 // 4))
+            credit.recv_words.append(recv_qpn * QP_RX_WORDS + RX_BYTES_WORD)
+            qp.credit = credit
         return send_qpn, recv_qpn
 
     def map_ids(self) -> dict[str, int]:
@@ -130,11 +137,6 @@ class Emulator:
         return {"qp_tx": object_id(self.nic.bpf["qp_tx"].map_fd),
                 "qp_rx": object_id(self.nic.bpf["qp_rx"].map_fd),
                 "port_stats": object_id(self.switch.bpf["port_stats"].map_fd)}
-
-    def switch_stats_view(self) -> MmapArray:
-        view = MmapArray(self.switch.bpf["port_stats"], PortStats)
-        self._views.append(view)
-        return view
 
     def set_hook(self, proc: int, hook: Hook) -> None:
         self.nic.set_hook(proc, hook)

@@ -38,6 +38,7 @@ class LiveResult:
     samples: list[tuple[int, list[int], list[int], list[int], list[int], list[int]]] = \
         field(default_factory=list)
     queue_samples: dict[int, list[int]] = field(default_factory=dict)   # ifindex -> bytes
+    pause_events: dict[int, int] = field(default_factory=dict)          # ifindex -> pauses sent
     send_errors: int = 0
 
     def shares(self, start_s: float, window_s: float) -> list[list[float]]:
@@ -81,7 +82,7 @@ def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: f
             results.append(FlowResult(src, dst, send_qpn, recv_qpn))
         result = LiveResult(testbed.plan.scenario.live_rate_bps, results)
         switch_ports = [p.ifindex for node in testbed.plan.switches for p in testbed.plan.ports(node)]
-        stats_view = emu.switch_stats_view()
+        stats_view = emu.stats_view
         result.queue_samples = {i: [] for i in switch_ports}
         period = int(sample_every_s * 1e9)
         next_sample = [0]
@@ -114,6 +115,7 @@ def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: f
             emu.engine.post(f.send_qpn, FLOW_MESSAGE_BYTES)
         emu.engine.run(duration_s=duration_s, until=sample)
         result.send_errors = emu.engine.send_errors
+        result.pause_events = {i: stats_view[i].pause_events for i in switch_ports}
         time.sleep(0.05)                     # the last packets reach the receiver
         for f in results:
             qp = emu.engine.qps[f.send_qpn]

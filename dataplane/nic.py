@@ -39,6 +39,9 @@ class QpRx(ctypes.Structure):
         "ce_packets", "cnps_sent", "last_cnp_ns", "reserved")]
 
 
+QP_RX_WORDS, RX_BYTES_WORD = 10, 1      # QpRx as 64-bit words, for hot loops
+
+
 def sender_sport(qpn: int) -> int:
     """The UDP source port a sending QP uses: it carries the sender's QPN."""
     if not 0 < qpn < MAX_QPS:

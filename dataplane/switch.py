@@ -10,15 +10,23 @@ MAX_IFINDEX = 8192
 PORT_F_ENABLED = 1
 
 
+PORT_F_LOSSLESS = 2
+
+
 class PortCfg(ctypes.Structure):
     _fields_ = [("ps_per_byte", ctypes.c_uint64), ("kmin_bytes", ctypes.c_uint64),
                 ("kmax_bytes", ctypes.c_uint64), ("limit_bytes", ctypes.c_uint64),
+                ("xoff_bytes", ctypes.c_uint64), ("xon_bytes", ctypes.c_uint64),
                 ("pmax", ctypes.c_uint32), ("flags", ctypes.c_uint32)]
 
 
 class PortStats(ctypes.Structure):
     _fields_ = [(name, ctypes.c_uint64) for name in (
-        "packets", "bytes", "ect_packets", "marked", "q_bytes", "q_max", "last_ns", "reserved")]
+        "packets", "bytes", "ect_packets", "marked", "q_bytes", "q_max", "last_ns",
+        "pause_until_ns", "pause_events", "reserved")]
+
+
+PORT_STATS_WORDS, PAUSE_UNTIL_WORD = 10, 7    # PortStats as 64-bit words, for hot loops
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,15 @@ class RedConfig:
     kmin_bytes: int = 5_000
     kmax_bytes: int = 200_000
     pmax: float = 0.01
+    lossless: bool = False      # PFC-like pause at xoff_bytes until drained to xon_bytes
+    xoff_bytes: int = 0         # 0: a quarter of the port's buffer
+    xon_bytes: int = 0          # 0: an eighth of the port's buffer
+
+    def xoff(self, buffer_bytes: int) -> int:
+        return self.xoff_bytes or buffer_bytes // 4
+
+    def xon(self, buffer_bytes: int) -> int:
+        return min(self.xon_bytes or buffer_bytes // 8, self.xoff(buffer_bytes))
 
     def validate(self) -> None:
         if not 0 <= self.kmin_bytes <= self.kmax_bytes:
@@ -51,8 +68,9 @@ class SwitchPorts:
             raise ValueError(f"ifindex must be 1..{MAX_IFINDEX - 1}, got {ifindex}")
         table = self.bpf["port_cfg"]
         cfg = PortCfg(ps_per_byte=round(8e12 / rate_bps), kmin_bytes=red.kmin_bytes,
-                      kmax_bytes=red.kmax_bytes, limit_bytes=limit_bytes,
-                      pmax=min(round(red.pmax * 2**32), 2**32 - 1), flags=PORT_F_ENABLED)
+                      kmax_bytes=red.kmax_bytes, limit_bytes=limit_bytes, xoff_bytes=red.xoff(limit_bytes),
+                      xon_bytes=red.xon(limit_bytes), pmax=min(round(red.pmax * 2**32), 2**32 - 1),
+                      flags=PORT_F_ENABLED | (PORT_F_LOSSLESS if red.lossless else 0))
         table[table.Key(ifindex)] = table.Leaf.from_buffer_copy(bytes(cfg))
         for name in ("port_queue", "port_stats"):
             t = self.bpf[name]

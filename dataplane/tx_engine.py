@@ -33,6 +33,7 @@ PR_SET_TIMERSLACK = 29
 # (only, first, middle, last) opcodes per message kind
 OPCODES = {"write": (roce.WRITE_ONLY, roce.WRITE_FIRST, roce.WRITE_MIDDLE, roce.WRITE_LAST),
            "send": (roce.SEND_ONLY, roce.SEND_FIRST, roce.SEND_MIDDLE, roce.SEND_LAST)}
+CREDIT_RETRY_NS = 5_000               # a QP held by a full wire looks again this much later
 # struct qp_tx as 64-bit words: the fields the loop reads
 QP_TX_WORDS, DEPARTURE_WORD, RATE_WORD = 8, 0, 4
 
@@ -80,6 +81,18 @@ class Message:
 
 
 @dataclass
+class PortCredit:
+    """Lossless mode's bound on what is in flight towards a last-hop switch
+    port: bytes sent to it minus bytes its destination host's QPs have
+    received (from nic_rx's counters), at most `budget`. It bounds the real
+    queue, which the marking model cannot see."""
+
+    budget: int
+    recv_words: list = field(default_factory=list)   # rx-bytes words of the QPs it delivers to
+    sent: int = 0
+
+
+@dataclass
 class SendQp:
     """A sending QP: its socket, its frames and its queue of messages."""
 
@@ -91,6 +104,9 @@ class SendQp:
     queue: deque = field(default_factory=deque)
     packets: int = 0
     bytes: int = 0
+    pause_words: list = field(default_factory=list)   # pause-until words of the ports on its path
+    pauses: int = 0                                    # times a pause held this QP
+    credit: "PortCredit | None" = None          # lossless: the last hop's in-flight bound
     # fidelity: per packet (send time ns, wire bytes, BPF rate Q20, lateness ns)
     log: list = field(default_factory=list)
 
@@ -115,9 +131,16 @@ class SendQp:
 class TxEngine:
     """departures: an MmapArray of the NIC's qp_tx (next_departure_ns, rate)."""
 
-    def __init__(self, departures, on_message_sent=None, log_packets: bool = True):
+    def __init__(self, departures, on_message_sent=None, log_packets: bool = True, pauses=None,
+                 deliveries=None):
+        """pauses: an MmapArray of the switch ports' stats, whose pause-until
+        times lossless ports set (QPs name theirs in pause_words);
+        deliveries: an MmapArray of nic_rx's per-QP counters (PortCredit)."""
         self.departures = departures
         self._words = departures.words()
+        self._pause = pauses.words() if pauses is not None else None
+        self._rx = deliveries.words() if deliveries is not None else None
+        self.credit_waits = 0
         self.qps: dict[int, SendQp] = {}
         self.on_message_sent = on_message_sent
         self.log_packets = log_packets
@@ -168,8 +191,19 @@ class TxEngine:
                 if departure - now > SPIN_BELOW_NS:
                     time.sleep((departure - now - SPIN_BELOW_NS) / 1e9)
                 continue
-            heapq.heappop(heap)
             qp = self.qps[qpn]
+            if qp.pause_words:
+                paused = max(self._pause[w] for w in qp.pause_words)
+                if paused > now:                 # a port on the path said pause: hold the QP
+                    qp.pauses += 1
+                    heapq.heapreplace(heap, (paused, qpn))
+                    continue
+            credit = qp.credit
+            if credit is not None and credit.sent - sum(self._rx[w] for w in credit.recv_words) > credit.budget:
+                self.credit_waits += 1            # the way to the port is full
+                heapq.heapreplace(heap, (now + CREDIT_RETRY_NS, qpn))
+                continue
+            heapq.heappop(heap)
             frame, done = qp.next_frame()
             try:
                 qp.sock.send(frame)
@@ -177,6 +211,8 @@ class TxEngine:
                 self.send_errors += 1        # the qdisc is full: counted, packet lost
             qp.packets += 1
             qp.bytes += len(frame)
+            if credit is not None:
+                credit.sent += len(frame)
             base = qpn * QP_TX_WORDS
             if self.log_packets:
                 qp.log.append((now_ns(), len(frame), words[base + RATE_WORD], now - departure))

@@ -10,7 +10,7 @@ from dataplane.cc import DcqcnConfig, ParamError
 from dataplane.emulator import LiveCC
 from dataplane.switch import RedConfig
 
-LIVE_TABLES = ("dcqcn", "ecn", "traffic")
+LIVE_TABLES = ("dcqcn", "ecn", "pfc", "traffic")
 
 # The DCQCN paper's parameters with the byte counter off (it left two flows
 # at 945/56 Mb/s in a probe), in datacenter units at 100 Gbit/s: the
@@ -71,7 +71,18 @@ def parse_live(data: dict, hosts: tuple[str, ...], rate_gbps: float,
     for key in ecn:
         if key not in ("kmin_bytes", "kmax_bytes", "pmax"):
             _fail(f"ecn.{key}", "unknown key (known: kmin_bytes, kmax_bytes, pmax)")
-    red = RedConfig(**{k: _number("ecn", k, v) for k, v in ecn.items()})
+    pfc = data.get("pfc", {})
+    for key in pfc:
+        if key not in ("enabled", "xoff_bytes", "xon_bytes"):
+            _fail(f"pfc.{key}", "unknown key (known: enabled, xoff_bytes, xon_bytes)")
+    if not isinstance(pfc.get("enabled", False), bool):
+        _fail("pfc.enabled", f"expected true or false, got {pfc['enabled']!r}")
+    xoff = int(_number("pfc", "xoff_bytes", pfc.get("xoff_bytes", 0)))
+    xon = int(_number("pfc", "xon_bytes", pfc.get("xon_bytes", 0)))
+    if xoff < 0 or xon < 0 or (xoff and xon > xoff):
+        _fail("pfc.xon_bytes", f"need 0 <= xon_bytes <= xoff_bytes, got {xon}, {xoff}")
+    red = RedConfig(**{k: _number("ecn", k, v) for k, v in ecn.items()},
+                    lossless=pfc.get("enabled", False), xoff_bytes=xoff, xon_bytes=xon)
     if not 0 <= red.kmin_bytes <= red.kmax_bytes:
         _fail("ecn.kmin_bytes", f"must be within 0..kmax_bytes ({red.kmax_bytes}), got {red.kmin_bytes}")
     if not 0 <= red.pmax <= 1:

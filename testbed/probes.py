@@ -179,3 +179,14 @@ def queue_pairs(ifname: str, ifindex: int, stats_map_id: int, duration_s: float,
             pairs.append((backlog, stats[ifindex].q_bytes))
             time.sleep(every_s)
     return pairs
+
+
+def qdisc_drops(ifname: str) -> int:
+    """Packets the byte FIFO under an egress port's HTB dropped (tail drops
+    when the buffer is full), in the current namespace."""
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        idx = ipr.link_lookup(ifname=ifname)[0]
+        return sum(q.get_attr("TCA_STATS2").get_attr("TCA_STATS_QUEUE")["drops"]
+                   for q in ipr.get_qdiscs(idx) if q.get_attr("TCA_KIND") == "bfifo")

@@ -66,6 +66,26 @@ class Plan:
     def host_addr(self, host: str) -> str:
         return self.ports(host)[0].addr
 
+    def peer(self, port: Port) -> Port:
+        for link in self.links:
+            if link.a is port:
+                return link.b
+            if link.b is port:
+                return link.a
+        raise KeyError(port.ifname)
+
+    def path_ports(self, src: str, dst: str) -> list[Port]:
+        """Switch egress ports a flow src -> dst may cross: every uplink of
+        the source leaf and every spine port down to the destination leaf
+        (ECMP picks one of each), and the last hop to dst."""
+        src_leaf, dst_leaf = self.host_switch[src], self.host_switch[dst]
+        last_hop = [self.peer(self.ports(dst)[0])]
+        if src_leaf == dst_leaf:
+            return last_hop
+        uplinks = [p for p in self.ports(src_leaf) if p.faces == "switch"]
+        downlinks = [self.peer(p) for p in self.ports(dst_leaf) if p.faces == "switch"]
+        return uplinks + downlinks + last_hop
+
 
 def _ifindex(link_idx: int, side: int) -> int:
     return FIRST_IFINDEX + 2 * link_idx + side

@@ -135,3 +135,35 @@ def test_the_marking_queue_model_follows_the_real_htb_backlog():
     assert np.percentile(model, 90) == pytest.approx(np.percentile(real, 90), rel=0.25)
     # the model reports the queue a packet found, the qdisc the queue after it
     assert np.median(np.abs(real - model)) <= 2 * 4200
+
+
+def _incast(pfc: bool):
+    from dataplane.live_run import run_flows
+    from testbed import probes
+    from testbed.builder import Testbed
+    from testbed.isolated import run_in_netns
+    from testbed.scenario import parse_scenario
+    from testbed.state import StateStore
+
+    data = tomllib.loads((REPO / "examples/default.toml").read_text())
+    data["links"]["buffer_bytes"] = 100_000
+    data["pfc"] = {"enabled": pfc}
+    scenario = parse_scenario(data)
+    with tempfile.TemporaryDirectory() as state, Testbed.up(scenario, StateStore(state)) as testbed:
+        result = run_flows(testbed, scenario.live, [("h0", "h3"), ("h1", "h3"), ("h2", "h3")], 3.0)
+        port = testbed.plan.peer(testbed.plan.ports("h3")[0])
+        drops = run_in_netns(testbed.netns("s0"), probes.qdisc_drops, port.ifname)
+        pauses = int(result.pause_events.get(port.ifindex, 0))
+        return result, drops, pauses
+
+
+def test_lossless_mode_turns_incast_drops_into_pauses():
+    lossy, lossy_drops, lossy_pauses = run_sandboxed(_incast, False, timeout_s=300)
+    assert lossy_drops > 0 and lossy_pauses == 0                   # a 100 KB buffer overflows
+    assert sum(f.packets_received for f in lossy.flows) < sum(f.packets_sent for f in lossy.flows)
+    result, drops, pauses = run_sandboxed(_incast, True, timeout_s=300)
+    assert drops == 0 and pauses > 0
+    for f in result.flows:
+        assert f.packets_received == f.packets_sent                # nothing lost
+    shares = result.shares(1.0, 1.0)
+    assert all(sum(w) >= 0.85 for w in shares), shares             # pausing still fills the link

@@ -231,3 +231,16 @@ def test_random_frames_touch_only_what_they_should(nic):
            for q in known}
     assert got == want
     assert sum(w["rx"][0] for w in want.values()) > 100     # the mix exercised the data path
+
+
+def test_word_offsets_the_hot_loops_use_match_the_structs():
+    from dataplane import tx_engine
+    from dataplane.nic import QP_RX_WORDS, RX_BYTES_WORD
+    from dataplane.switch import PAUSE_UNTIL_WORD, PORT_STATS_WORDS, PortStats
+
+    assert ctypes.sizeof(QpTx) == tx_engine.QP_TX_WORDS * 8
+    assert QpTx.next_departure_ns.offset == tx_engine.DEPARTURE_WORD * 8
+    assert QpTx.rate.offset == tx_engine.RATE_WORD * 8
+    assert ctypes.sizeof(QpRx) == QP_RX_WORDS * 8 and QpRx.bytes.offset == RX_BYTES_WORD * 8
+    assert ctypes.sizeof(PortStats) == PORT_STATS_WORDS * 8
+    assert PortStats.pause_until_ns.offset == PAUSE_UNTIL_WORD * 8

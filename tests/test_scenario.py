@@ -139,3 +139,12 @@ def test_plan_gives_unique_addresses_short_names_and_full_reachability(topology)
     assert all(len(r.nexthops) == plan.scenario.spines for r in ecmp)
     if plan.scenario.spines > 1:
         assert len(ecmp) == plan.scenario.leaves * (plan.scenario.leaves - 1)
+
+
+def test_path_ports_cover_every_ecmp_choice_and_the_last_hop():
+    plan = plan_topology(parse_scenario({"topology": {"kind": "leaf-spine", "hosts": 4}}), "p0abc")
+    same = plan.path_ports("h0", "h1")
+    assert [(p.node, p.faces) for p in same] == [("s0", "host")] and plan.peer(same[0]).node == "h1"
+    cross = plan.path_ports("h0", "h2")
+    assert sorted(p.node for p in cross) == ["s0", "s0", "s1", "s2", "s3"]
+    assert {plan.peer(p).node for p in cross} == {"s2", "s3", "s1", "h2"}

@@ -130,3 +130,36 @@ def test_random_frames_pass_and_change_only_by_a_ce_mark(loaded_ports):
     check()
     assert len(seen) >= 5000
     assert loaded_ports.stats(PORT).packets == len(seen)
+
+
+def test_lossless_port_pauses_its_senders_until_the_queue_drains_to_xon(loaded_ports):
+    # 10 kbit/s: a byte takes 0.8 ms (8e8 ps)
+    loaded_ports.configure_port(PORT, 1e4, RedConfig(10_000, 20_000, 0.0, lossless=True,
+                                                     xoff_bytes=8_000, xon_bytes=4_000),
+                                limit_bytes=40_000)
+    for _ in range(7):                                     # 7 KB: below Xoff
+        run(loaded_ports, data())
+    assert loaded_ports.stats(PORT).pause_until_ns == 0
+    before = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    run(loaded_ports, data())                              # 8 KB: Xoff reached
+    s = loaded_ports.stats(PORT)
+    expected = before + (8 * 1024 - 4_000) * 800_000_000 // 1000      # draining to Xon: 3.35 s
+    assert s.pause_until_ns == pytest.approx(expected, abs=100_000_000)
+    assert s.pause_events == 1
+    run(loaded_ports, data())                              # still paused: same event, later end
+    s2 = loaded_ports.stats(PORT)
+    assert s2.pause_events == 1 and s2.pause_until_ns > s.pause_until_ns
+
+
+def test_ports_without_lossless_never_pause(ports):
+    for _ in range(60):
+        run(ports, data())
+    assert ports.stats(PORT).pause_until_ns == 0 and ports.stats(PORT).pause_events == 0
+
+
+def test_map_structs_match_their_mirrors(loaded_ports):
+    import ctypes
+
+    from dataplane.switch import PortCfg, PortStats
+    assert ctypes.sizeof(loaded_ports.bpf["port_cfg"].Leaf) == ctypes.sizeof(PortCfg)
+    assert ctypes.sizeof(loaded_ports.bpf["port_stats"].Leaf) == ctypes.sizeof(PortStats)

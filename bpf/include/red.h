@@ -38,4 +38,14 @@ static __always_inline __u64 red_probability(const struct port_cfg *cfg, __u64 q
 	return (__u64)cfg->pmax * (q - cfg->kmin_bytes) / (cfg->kmax_bytes - cfg->kmin_bytes);
 }
 
+/* Lossless mode: when the queue a packet leaves behind reaches Xoff,
+ * pause the port's senders for as long as the queue needs to drain to Xon
+ * at the port rate. Returns the pause end, or 0 for no (new) pause. */
+static __always_inline __u64 pause_until(const struct port_cfg *cfg, __u64 queue_after, __u64 now)
+{
+	if (!(cfg->flags & PORT_F_LOSSLESS) || queue_after < cfg->xoff_bytes)
+		return 0;
+	return now + (queue_after - cfg->xon_bytes) * cfg->ps_per_byte / 1000;
+}
+
 #endif /* PRC_RED_H */

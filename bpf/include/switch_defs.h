@@ -15,11 +15,14 @@ struct port_cfg {
 	__u64 kmin_bytes;		/* RED: no marks below */
 	__u64 kmax_bytes;		/* RED: every ECT packet marked above */
 	__u64 limit_bytes;		/* the model queue never exceeds the qdisc's limit */
+	__u64 xoff_bytes;		/* lossless: pause senders when the queue reaches this */
+	__u64 xon_bytes;		/* ... until it has drained to this */
 	__u32 pmax;			/* marking probability at Kmax, fraction of 2^32 */
-	__u32 flags;			/* PORT_F_ENABLED */
+	__u32 flags;			/* PORT_F_* */
 };
 
 #define PORT_F_ENABLED 1u
+#define PORT_F_LOSSLESS 2u		/* PFC-like pause instead of tail drop */
 
 /* The queue model: bytes waiting, drained at the port rate since last_ns. */
 struct port_queue {
@@ -38,6 +41,10 @@ struct port_stats {
 	__u64 q_bytes;			/* model queue at the last packet, before it */
 	__u64 q_max;			/* highest model queue seen */
 	__u64 last_ns;
+	/* Lossless mode, like a PFC pause frame with its duration: senders
+	 * whose traffic crosses this port hold it until this time (ns). */
+	__u64 pause_until_ns;
+	__u64 pause_events;
 	__u64 reserved;
 };
 
