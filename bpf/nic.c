@@ -46,10 +46,14 @@ int nic_tx(struct __sk_buff *skb)
 	int bytes;
 
 	/* AF_PACKET senders leave all but the Ethernet header in page frags:
-	 * make the headers linear for direct access. */
-	bpf_skb_pull_data(skb, skb->len < NIC_HEADER_BYTES ? skb->len : NIC_HEADER_BYTES);
+	 * make the headers linear for direct access (when they are not). */
 	data = (void *)(long)skb->data;
 	data_end = (void *)(long)skb->data_end;
+	if (data + NIC_HEADER_BYTES > data_end && skb->len > data_end - data) {
+		bpf_skb_pull_data(skb, skb->len < NIC_HEADER_BYTES ? skb->len : NIC_HEADER_BYTES);
+		data = (void *)(long)skb->data;
+		data_end = (void *)(long)skb->data_end;
+	}
 	cursor_init(&c, data, data_end);
 	bytes = parse_roce(&c, skb->len, &bth);
 	if (bytes < 0 || !roce_is_data(bth->opcode))

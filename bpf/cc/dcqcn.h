@@ -122,17 +122,17 @@ CC_INLINE cc_s64 cc_ceil_shr(cc_s64 d, cc_u64 n)
  * (1023/1024)^65535 is below 2^-31, so larger exponents give 0 anyway. */
 CC_INLINE cc_u64 cc_pow_q30(cc_u32 g, cc_u64 e)
 {
-	cc_u64 r = 1ull << 30, base = (cc_u64)g << 20, bit_set;
+	cc_u64 r = 1ull << 30, base = (cc_u64)g << 20;
 	int bit;
 
 	e = cc_min(e, 0xffff);
-	CC_UNROLL
-	for (bit = 0; bit < 16; bit++) {
-		bit_set = -(e >> bit & 1);
-		CC_OPAQUE(bit_set);
-		/* multiplying by 1.0 (1 << 30) and rounding leaves r unchanged */
-		r = (r * cc_pick(bit_set, base, 1ull << 30) + (1ull << 29)) >> 30;
+	for (bit = 0; bit < 16; bit++) {	/* bounded; ends with the exponent's bits */
+		if (!e)
+			break;
+		if (e & 1)
+			r = (r * base + (1ull << 29)) >> 30;
 		base = (base * base + (1ull << 29)) >> 30;
+		e >>= 1;
 	}
 	return r;
 }
@@ -188,8 +188,11 @@ CC_INLINE void cc_steps_apply(struct dcqcn_state *st, cc_u64 n, cc_u64 m, cc_u64
 CC_INLINE void cc_const_steps(struct dcqcn_state *st, cc_u64 n, cc_u64 a, cc_u64 ceiling)
 {
 	cc_u64 room = ceiling - cc_min(st->rt, ceiling);
-	cc_u64 m = cc_min(n, (room - 1) / cc_max(a, 1));
+	cc_u64 m;
 
+	if (n == 0)		/* most stretches are empty at any one event */
+		return;
+	m = cc_min(n, (room - 1) / cc_max(a, 1));
 	m = cc_pick(cc_lt_mask(0, a), m, n);	/* a = 0 never reaches the ceiling */
 	m = cc_pick(cc_lt_mask(0, room), m, 0);	/* already there */
 	cc_steps_apply(st, n, m, a, 0, ceiling);
@@ -203,6 +206,8 @@ CC_INLINE void cc_ramp_steps(struct dcqcn_state *st, cc_u64 n, cc_u64 a0, cc_u64
 	cc_u64 room = ceiling - cc_min(st->rt, ceiling), m = 0, c, sum;
 	int bit;
 
+	if (n == 0)
+		return;
 	CC_UNROLL
 	for (bit = 5; bit >= 0; bit--) {
 		c = m + (1ull << bit);
@@ -294,7 +299,8 @@ CC_INLINE void dcqcn_on_alpha_timer(struct dcqcn_state *st, const struct dcqcn_p
 	k = (now - next) / period + 1;
 	alpha = st->alpha;
 	alpha = (alpha * g + ((st->flags & CC_F_SEEN) ? (1024 - g) * CC_ALPHA_ONE : 0) + 512) >> 10;
-	alpha = (alpha * cc_pow_q30((cc_u32)g, k - 1) + (1ull << 29)) >> 30;
+	if (k > 1)		/* periods without a CNP after the first */
+		alpha = (alpha * cc_pow_q30((cc_u32)g, k - 1) + (1ull << 29)) >> 30;
 	st->alpha = (cc_u32)alpha;
 	st->flags &= ~CC_F_SEEN;
 	CC_SET64(st->alpha_next_lo, st->alpha_next_hi, next + k * period);
@@ -365,21 +371,21 @@ CC_INLINE void cc_cnp(struct dcqcn_state *st, const struct dcqcn_params *p,
 CC_INLINE void cc_tx(struct dcqcn_state *st, const struct dcqcn_params *p,
 		     const struct cc_effective *eff, cc_u32 bytes)
 {
-	cc_u64 acc, a, due, reset = p->rpg_byte_reset;
+	cc_u64 acc, a, reset = p->rpg_byte_reset;
 	int i;
 
 	if (!reset)
 		return;
 	acc = cc_min((cc_u64)st->byte_acc + bytes, 0xffffffffull);
-	CC_UNROLL
+	/* Most packets complete no BC event: leave early (a bounded loop with
+	 * an exit costs the verifier little). */
 	for (i = 0; i < CC_MAX_BC_EVENTS_PER_TX; i++) {
-		due = -cc_lt_mask(acc, reset) - 1;	/* 1 when acc >= reset */
-		CC_OPAQUE(due);
-		due &= 1;
-		acc -= due * reset;
-		st->bc_count = (cc_u16)cc_min((cc_u64)st->bc_count + due, CC_COUNT_MAX);
+		if (acc < reset)
+			break;
+		acc -= reset;
+		st->bc_count = (cc_u16)cc_min((cc_u64)st->bc_count + 1, CC_COUNT_MAX);
 		a = cc_increment(p, eff, st->t_count, st->bc_count);
-		cc_const_steps(st, due, a, eff->ceiling);
+		cc_const_steps(st, 1, a, eff->ceiling);
 	}
 	st->byte_acc = (cc_u32)acc;
 }
