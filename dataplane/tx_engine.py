@@ -28,6 +28,10 @@ from dataplane import roce
 CLOCK = time.CLOCK_MONOTONIC          # the clock of bpf_ktime_get_ns
 BTH_AT = roce.ETH_BYTES + 20 + roce.UDP_BYTES
 PSN_AT = BTH_AT + 9                   # 24-bit PSN
+MASKED_PSN_AT = 8 + PSN_AT - roce.ETH_BYTES   # the same in the ICRC's masked copy
+PSN_MASK, ICRC_BYTES = roce.PSN_MASK, roce.ICRC_BYTES
+crc32 = zlib.crc32
+pack_icrc = struct.Struct("<I").pack_into
 SPIN_BELOW_NS = 500_000               # closer than this to a departure: spin, do not sleep
 PR_SET_TIMERSLACK = 29
 # (only, first, middle, last) opcodes per message kind
@@ -65,10 +69,10 @@ class FrameFactory:
                 masked[at] = 0xFF         # TOS, TTL, IP csum, UDP csum, FECN/BECN byte
             self._templates[key] = (frame, masked)
         frame, masked = self._templates[key]
-        psn_bytes = (psn & roce.PSN_MASK).to_bytes(3, "big")
+        psn_bytes = psn.to_bytes(3, "big")
         frame[PSN_AT:PSN_AT + 3] = psn_bytes
-        masked[8 + PSN_AT - roce.ETH_BYTES:8 + PSN_AT - roce.ETH_BYTES + 3] = psn_bytes
-        struct.pack_into("<I", frame, len(frame) - roce.ICRC_BYTES, zlib.crc32(masked))
+        masked[MASKED_PSN_AT:MASKED_PSN_AT + 3] = psn_bytes
+        pack_icrc(frame, len(frame) - ICRC_BYTES, crc32(masked))
         return frame
 
 
@@ -114,14 +118,16 @@ class SendQp:
         """The next packet of the head message; the message too if this
         packet completes it."""
         msg = self.queue[0]
-        first = msg.sent == 0
-        size = min(self.mtu, msg.length - msg.sent)
-        last = msg.sent + size >= msg.length
+        sent, length = msg.sent, msg.length
+        size = min(self.mtu, length - sent)
+        last = sent + size >= length
         ops = OPCODES[msg.kind]
-        opcode = ops[0] if first and last else ops[1] if first else ops[3] if last else ops[2]
-        frame = self.frames.frame(opcode, self.next_psn, size, msg.length if first else 0)
-        self.next_psn = (self.next_psn + 1) & roce.PSN_MASK
-        msg.sent += size
+        if sent:
+            frame = self.frames.frame(ops[3] if last else ops[2], self.next_psn, size, 0)
+        else:
+            frame = self.frames.frame(ops[0] if last else ops[1], self.next_psn, size, length)
+        self.next_psn = (self.next_psn + 1) & PSN_MASK
+        msg.sent = sent + size
         if last:
             self.queue.popleft()
             return frame, msg
@@ -180,45 +186,49 @@ class TxEngine:
     def _run(self, duration_s: float | None, until) -> None:
         # Sleeps end up to 50 us late by default (timer slack): ask for 1 ns.
         ctypes.CDLL(None).prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0)
-        end = now_ns() + int(duration_s * 1e9) if duration_s is not None else None
-        heap, words = self._heap, self._words
+        clock, clock_id = time.clock_gettime_ns, CLOCK      # locals: this loop is the hot path
+        heappop, heappush, heapreplace = heapq.heappop, heapq.heappush, heapq.heapreplace
+        end = clock(clock_id) + int(duration_s * 1e9) if duration_s is not None else 1 << 63
+        heap, words, qps, log_packets = self._heap, self._words, self.qps, self.log_packets
+        pause_words, rx = self._pause, self._rx
         while heap:
             departure, qpn = heap[0]
-            now = now_ns()
-            if end is not None and now >= end or until is not None and until():
+            now = clock(clock_id)
+            if now >= end or until is not None and until():
                 return
             if now < departure:
                 if departure - now > SPIN_BELOW_NS:
                     time.sleep((departure - now - SPIN_BELOW_NS) / 1e9)
                 continue
-            qp = self.qps[qpn]
+            qp = qps[qpn]
             if qp.pause_words:
-                paused = max(self._pause[w] for w in qp.pause_words)
+                paused = max(pause_words[w] for w in qp.pause_words)
                 if paused > now:                 # a port on the path said pause: hold the QP
                     qp.pauses += 1
-                    heapq.heapreplace(heap, (paused, qpn))
+                    heapreplace(heap, (paused, qpn))
                     continue
             credit = qp.credit
-            if credit is not None and credit.sent - sum(self._rx[w] for w in credit.recv_words) > credit.budget:
+            if credit is not None and credit.sent - sum(rx[w] for w in credit.recv_words) > credit.budget:
                 self.credit_waits += 1            # the way to the port is full
-                heapq.heapreplace(heap, (now + CREDIT_RETRY_NS, qpn))
+                heapreplace(heap, (now + CREDIT_RETRY_NS, qpn))
                 continue
-            heapq.heappop(heap)
             frame, done = qp.next_frame()
             try:
                 qp.sock.send(frame)
             except OSError:
                 self.send_errors += 1        # the qdisc is full: counted, packet lost
+            size = len(frame)
             qp.packets += 1
-            qp.bytes += len(frame)
+            qp.bytes += size
             if credit is not None:
-                credit.sent += len(frame)
+                credit.sent += size
             base = qpn * QP_TX_WORDS
-            if self.log_packets:
-                qp.log.append((now_ns(), len(frame), words[base + RATE_WORD], now - departure))
+            if log_packets:
+                qp.log.append((clock(clock_id), size, words[base + RATE_WORD], now - departure))
             if done is not None and self.on_message_sent is not None:
                 self.on_message_sent(qpn, done)
             if qp.queue:
-                heapq.heappush(heap, (words[base + DEPARTURE_WORD], qpn))
+                heapreplace(heap, (words[base + DEPARTURE_WORD], qpn))
             else:
+                heappop(heap)
                 self._queued.discard(qpn)
