@@ -23,6 +23,17 @@ BPF_F_TABLE("array", __u32, struct qp_rx, qp_rx, NIC_MAX_QPS, BPF_F_MMAPABLE);
 BPF_F_TABLE("array", __u32, struct prc_hook, proc_hook, NIC_MAX_PROCS, BPF_F_MMAPABLE);
 BPF_ARRAY(crc32, struct crc32_table, 1);
 
+/* The PRC hook of the process that owns a QP, copied out: map reads must
+ * happen before the QP's lock is taken (no helper calls inside it). */
+static __always_inline void qp_hook(const struct qp_ctx *ctx, struct prc_hook *hook)
+{
+	__u32 proc = ctx->proc;
+	struct prc_hook *hk = proc_hook.lookup(&proc);
+
+	if (hk)
+		*hook = *hk;
+}
+
 /* Headers a RoCEv2 packet can have before its payload: Ethernet, IPv4
  * with options, UDP, BTH, RETH. */
 #define NIC_HEADER_BYTES 112
@@ -39,8 +50,8 @@ int nic_tx(struct __sk_buff *skb)
 	struct qp_ctx *ctx;
 	struct qp_cc *cc;
 	struct qp_tx *tx;
-	struct prc_hook hook = {}, *hk;
-	__u32 zero = 0, qpn, proc, rate, alpha;
+	struct prc_hook hook = {};
+	__u32 zero = 0, qpn, rate, alpha;
 	__u64 now, departure;
 	__u16 old_word, new_word;
 	int bytes;
@@ -75,11 +86,7 @@ int nic_tx(struct __sk_buff *skb)
 	tx = qp_tx.lookup(&qpn);
 	if (!cfg || !p || !ctx || !cc || !tx || !(ctx->flags & QP_F_VALID))
 		return TC_ACT_OK;
-	proc = ctx->proc;
-	hk = proc_hook.lookup(&proc);
-	if (hk)
-		hook = *hk;	/* map reads before the lock: no helper calls inside it */
-
+	qp_hook(ctx, &hook);
 	now = bpf_ktime_get_ns();
 	bpf_spin_lock(&cc->lock);
 	dcqcn_on_tx(&cc->st, p, &hook, bytes, now);
@@ -120,8 +127,8 @@ int nic_rx(struct xdp_md *xdp)
 	struct qp_tx *tx;
 	struct qp_rx *rx;
 	struct crc32_table *tab;
-	struct prc_hook hook = {}, *hk;
-	__u32 zero = 0, qpn, proc, psn, remote;
+	struct prc_hook hook = {};
+	__u32 zero = 0, qpn, psn, remote;
 	__u64 now;
 	__u8 opcode;
 	int bytes, ce, frame_bytes = bpf_xdp_get_buff_len(xdp);
@@ -151,10 +158,7 @@ int nic_rx(struct xdp_md *xdp)
 		tx = qp_tx.lookup(&qpn);
 		if (!p || !cc || !tx)
 			return XDP_PASS;
-		proc = ctx->proc;
-		hk = proc_hook.lookup(&proc);
-		if (hk)
-			hook = *hk;
+		qp_hook(ctx, &hook);
 		bpf_spin_lock(&cc->lock);
 		dcqcn_on_cnp(&cc->st, p, &hook, now);
 		bpf_spin_unlock(&cc->lock);

@@ -48,7 +48,12 @@ def summarize(result, scenario) -> dict:
                       "windows_within_5pct": f.fidelity.good_windows,
                       "windows_over_5pct_under": f.fidelity.under_windows})
     valid = all(f.fidelity.valid and f.early_packets == 0 for f in result.flows) and result.send_errors == 0
+    from testbed.features import qdisc_problem
+    fq = "absent here" if qdisc_problem("fq") else "present, not used by live runs yet"
     return {"valid": valid,
+            "pacer": f"cooperative: the TX engine sends no packet before nic_tx's departure time "
+                     f"(early packets: {sum(f.early_packets for f in result.flows)}); kernel pacer "
+                     f"(sch_fq): {fq}",
             "invalid_because": None if valid else
             "the TX engine, not congestion control, set the rates (see fidelity per flow)",
             "steady_state_after_s": traffic.settle_s, "jain_fairness": jain(mean),

@@ -8,8 +8,6 @@ from dataclasses import dataclass
 
 MAX_IFINDEX = 8192
 PORT_F_ENABLED = 1
-
-
 PORT_F_LOSSLESS = 2
 
 

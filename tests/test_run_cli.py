@@ -46,6 +46,7 @@ def test_run_writes_a_complete_results_folder(tmp_path):
         "config.json", "flows.csv", "queues.csv", "rates.png", "summary.json", "versions.json"]
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["valid"] and len(summary["flows"]) == 2
+    assert summary["pacer"].startswith("cooperative") and "early packets: 0" in summary["pacer"]
     assert all(0.35 <= f["share_of_line"] <= 0.65 for f in summary["flows"])
     assert summary["jain_fairness"] > 0.95
     rows = (folder / "flows.csv").read_text().splitlines()
