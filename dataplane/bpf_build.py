@@ -12,6 +12,10 @@ INCLUDE_DIR = BPF_DIR / "include"
 
 _MACRO_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
+# XDP attach flags by mode: generic (skb) works at any MTU; native on a
+# veth needs the peer's MTU <= 3506 here (4 KiB pages, no frags support).
+XDP_FLAGS = {"generic": 2, "native": 4}
+
 
 class BpfBuildError(RuntimeError):
     """A BPF source could not be found, compiled or verified."""

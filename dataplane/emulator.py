@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 
 from dataplane import roce
+from dataplane.bpf_build import XDP_FLAGS
 from dataplane.bpf_mmap import MmapArray
 from dataplane.cc import DcqcnConfig, Hook
 from dataplane.nic import MAX_QPS, QP_RX_WORDS, RX_BYTES_WORD, Nic, QpRx, QpTx, sender_sport
@@ -17,7 +18,6 @@ from testbed.isolated import run_in_netns
 from testbed.netns_socket import open_packet_socket
 from testbed.node_setup import steer_receive
 
-XDP_FLAGS = {"native": 4, "generic": 2}
 CLSACT_EGRESS = "ffff:fff3"
 
 

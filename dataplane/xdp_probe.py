@@ -11,12 +11,9 @@ import time
 from dataclasses import dataclass
 
 from dataplane import roce
-from dataplane.bpf_build import compile_bpf
+from dataplane.bpf_build import XDP_FLAGS, compile_bpf
 from dataplane.shared import read_qp_counters
 
-XDP_FLAGS_SKB_MODE = 2   # generic XDP: works at any MTU, slower
-XDP_FLAGS_DRV_MODE = 4   # native XDP on veth: peer MTU must be <= 3506 here
-XDP_MODES = {"native": XDP_FLAGS_DRV_MODE, "generic": XDP_FLAGS_SKB_MODE}
 
 TX_LINK, RX_LINK = "prcx0tx", "prcx0rx"
 
@@ -48,7 +45,7 @@ def count_on_veth(frames: list[bytes], mode: str = "native", mtu: int = 1500,
     make_veth_pair(mtu)
     bpf = compile_bpf("roce_count")
     fn = bpf.load_func("roce_count", BPF.XDP)
-    BPF.attach_xdp(RX_LINK, fn, XDP_MODES[mode])
+    BPF.attach_xdp(RX_LINK, fn, XDP_FLAGS[mode])
     try:
         with socket.socket(socket.AF_PACKET, socket.SOCK_RAW) as sock:
             sock.bind((TX_LINK, 0))
@@ -65,4 +62,4 @@ def count_on_veth(frames: list[bytes], mode: str = "native", mtu: int = 1500,
                 return VethCount(mode, len(frames), counters)
             time.sleep(0.01)
     finally:
-        BPF.remove_xdp(RX_LINK, XDP_MODES[mode])
+        BPF.remove_xdp(RX_LINK, XDP_FLAGS[mode])

@@ -10,7 +10,6 @@ from pathlib import Path
 from testbed.topology import Plan
 
 NUD_PERMANENT = 0x80
-XDP_FLAGS = {"native": 4, "generic": 2}
 
 
 def write_sysctls(values: dict[str, str]) -> None:
@@ -88,6 +87,8 @@ def configure_node(plan: Plan, node: str, xdp_fd: int | None, leaf_qdisc: str) -
     _add_qdiscs(plan, node, leaf_qdisc)
     if xdp_fd is not None:
         from bcc import BPF
+
+        from dataplane.bpf_build import XDP_FLAGS
 
         fn = BPF.Function(None, b"xdp_pass", xdp_fd)   # loaded by the parent; fd inherited
         for port in ports:
