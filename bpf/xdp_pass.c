@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * XDP pass-through. A veth drops frames that its peer bounces with XDP_TX
- * in native mode unless this end has an XDP program of its own (measured:
- * 1000 of 1000 lost without one), so every port that can receive such
- * frames carries this one.
+ * in native mode unless this end has an XDP program of its own (the
+ * receiving veth counts them as RX drops), so every port that can receive
+ * such frames carries this one.
  */
 #include <uapi/linux/bpf.h>
 

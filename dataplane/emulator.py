@@ -36,6 +36,9 @@ class LiveCC:
     roce_mtu: int = 4096
 
 
+ROCE_HEADROOM = 80          # IP + UDP + BTH + RETH + ICRC around a RoCE MTU of payload
+
+
 def _attach_tc_egress(ifname: str, fd: int, name: str) -> None:
     from pyroute2 import IPRoute
 
@@ -71,7 +74,7 @@ class Emulator:
         self.plan = testbed.plan
         sc = self.plan.scenario
         self.live = live
-        if live.roce_mtu + 80 > sc.mtu_bytes:   # scenarios check this; direct callers too
+        if live.roce_mtu + ROCE_HEADROOM > sc.mtu_bytes:   # scenarios check this; direct callers too
             raise ValueError(f"RoCE MTU {live.roce_mtu} does not fit the links' MTU {sc.mtu_bytes}")
         self.nic = Nic()
         self.switch = SwitchPorts()
@@ -97,9 +100,8 @@ class Emulator:
             self.sockets[host] = open_packet_socket(testbed.netns(host), nic_port.ifname)
         self.tx_view = MmapArray(self.nic.bpf["qp_tx"], QpTx)
         self.rx_view = MmapArray(self.nic.bpf["qp_rx"], QpRx)
-        self._views = [self.tx_view, self.rx_view]
         self.stats_view = MmapArray(self.switch.bpf["port_stats"], PortStats)
-        self._views.append(self.stats_view)
+        self._views = [self.tx_view, self.rx_view, self.stats_view]
         self.engine = TxEngine(self.tx_view, pauses=self.stats_view, deliveries=self.rx_view)
         self._credits: dict[int, PortCredit] = {}
         self._next_qpn = 1

@@ -70,7 +70,8 @@ def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: f
     e.g. to start a capture in another process. Engine fidelity is judged
     on the packets after settle_s (start-up, when every flow starts at line
     rate, is a transient)."""
-    if engine_cpu not in os.sched_getaffinity(0):
+    affinity = os.sched_getaffinity(0)
+    if engine_cpu not in affinity:
         engine_cpu = None
     emu = Emulator(testbed, live, engine_cpu)       # steers receive work off the engine's CPU
     if engine_cpu is not None:
@@ -127,3 +128,4 @@ def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: f
         return result
     finally:
         emu.close()
+        os.sched_setaffinity(0, affinity)      # the caller gets its CPUs back

@@ -142,7 +142,6 @@ class TxEngine:
         """pauses: an MmapArray of the switch ports' stats, whose pause-until
         times lossless ports set (QPs name theirs in pause_words);
         deliveries: an MmapArray of nic_rx's per-QP counters (PortCredit)."""
-        self.departures = departures
         self._words = departures.words()
         self._pause = pauses.words() if pauses is not None else None
         self._rx = deliveries.words() if deliveries is not None else None

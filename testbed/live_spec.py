@@ -7,14 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from dataplane.cc import DcqcnConfig, ParamError
-from dataplane.emulator import LiveCC
+from dataplane.emulator import ROCE_HEADROOM, LiveCC
 from dataplane.switch import RedConfig
 
 LIVE_TABLES = ("dcqcn", "ecn", "pfc", "traffic")
 
-# The DCQCN paper's parameters with the byte counter off (it left two flows
-# at 945/56 Mb/s in a probe), in datacenter units at 100 Gbit/s: the
-# defaults of a live run unless [dcqcn] says otherwise.
+# The DCQCN paper's parameters in datacenter units at 100 Gbit/s, with the
+# byte counter off (the design notes record a probe where 32,767 bytes left
+# two flows badly unequal; not re-measured here): the defaults of a live
+# run unless [dcqcn] says otherwise.
 PAPER_DCQCN = dict(rpg_byte_reset=0, rpg_threshold=5, rpg_time_reset_us=55, dce_tcp_rtt_us=55,
                    dce_tcp_g=1020, rpg_ai_rate_mbps=100, rpg_hai_rate_mbps=1000)
 _LIVE_KEYS = {"min_time_between_cnps_us", "pacing_slack_us", "roce_mtu"}
@@ -44,7 +45,6 @@ def _number(table: str, key: str, value) -> float:
 
 
 ROCE_MTUS = (4096, 2048, 1024, 512, 256)
-ROCE_HEADROOM = 80          # IP + UDP + BTH + RETH + ICRC around a RoCE MTU of payload
 
 
 def parse_live(data: dict, hosts: tuple[str, ...], rate_gbps: float,

@@ -1,9 +1,10 @@
 """The live DCQCN loop on the default ToR: RoCEv2 flows through the
 emulated RNICs (nic_tx, nic_rx) and an ECN-marking switch port, all
 congestion control in BPF. Each test runs in a private sandbox."""
+import contextlib
+import tempfile
 import tomllib
 from pathlib import Path
-import tempfile
 
 import numpy as np
 import pytest
@@ -17,42 +18,59 @@ SETTLE_S = 2.0          # live time allowed to converge (d = 100: 20 ms of datac
 # counter off), CNP interval 50 us, RED 5 KB / 200 KB / 1%, all x d = 100.
 
 
-def _run(flows, duration_s, settle_s=0.5):
-    from dataplane.live_run import run_flows
+@contextlib.contextmanager
+def _default_testbed(**tables):
+    """The default scenario (with `tables` replacing or adding scenario
+    tables) up in a temporary state directory: (scenario, testbed)."""
     from testbed.builder import Testbed
     from testbed.scenario import parse_scenario
     from testbed.state import StateStore
 
-    scenario = parse_scenario(tomllib.loads((REPO / "examples/default.toml").read_text()))
+    data = tomllib.loads((REPO / "examples/default.toml").read_text())
+    for table, values in tables.items():
+        data[table] = {**data.get(table, {}), **values}
+    scenario = parse_scenario(data)
     with tempfile.TemporaryDirectory() as state, Testbed.up(scenario, StateStore(state)) as testbed:
+        yield scenario, testbed
+
+
+def _run(flows, duration_s, settle_s=0.5):
+    """Returns the result, the bottleneck's model queue samples and how many
+    packets its qdisc dropped (a full buffer at start-up, before DCQCN cut
+    the rates: the queue reached 600 KB of 1 MB in one run)."""
+    from dataplane.live_run import run_flows
+    from testbed import probes
+    from testbed.isolated import run_in_netns
+
+    with _default_testbed() as (scenario, testbed):
         result = run_flows(testbed, scenario.live, flows, duration_s, settle_s=settle_s)
-        bottleneck = testbed.plan.ports("s0")[2].ifindex            # s0's port to h2
-        return result, result.queue_samples[bottleneck]
+        port = testbed.plan.ports("s0")[2]                          # s0's port to h2
+        drops = run_in_netns(testbed.netns("s0"), probes.qdisc_drops, port.ifname)
+        return result, result.queue_samples[port.ifindex], drops
 
 
-def _common_checks(result):
+def _common_checks(result, switch_drops):
     assert result.send_errors == 0
     for f in result.flows:
         assert f.early_packets == 0                                  # the engine obeyed the pacer
-        # Nothing is lost in the switch (its buffer holds the queue); a
-        # loaded CPU's receive backlog (RPS) can still drop a few dozen of
-        # ~90,000 packets now and then.
-        assert f.packets_received >= 0.999 * f.packets_sent
         assert f.fidelity.rate_ratio_p50 == pytest.approx(1.0, abs=0.02)
         assert f.fidelity.good_windows >= 0.85, f.fidelity
         assert f.fidelity.valid, f.fidelity
+    # every packet sent was received or dropped by the switch's full buffer
+    assert sum(f.packets_received for f in result.flows) + switch_drops == \
+        sum(f.packets_sent for f in result.flows)
 
 
 def test_one_flow_alone_reaches_line_rate():
-    result, _queue = run_sandboxed(_run, [("h0", "h2")], 3.0, timeout_s=300)
+    result, _queue, drops = run_sandboxed(_run, [("h0", "h2")], 3.0, timeout_s=300)
     shares = result.shares(0.5, 0.5)
     assert len(shares) >= 4 and all(s[0] >= 0.9 for s in shares), shares
-    _common_checks(result)
+    _common_checks(result, drops)
 
 
 def test_two_flows_share_the_bottleneck_evenly():
-    result, queue = run_sandboxed(_run, [("h0", "h2"), ("h1", "h2")], SETTLE_S + 4.0, SETTLE_S,
-                                  timeout_s=300)
+    result, queue, drops = run_sandboxed(_run, [("h0", "h2"), ("h1", "h2")], SETTLE_S + 4.0,
+                                         SETTLE_S, timeout_s=300)
     (steady,) = result.shares(SETTLE_S, 3.5)          # the whole steady state
     assert all(0.4 <= s <= 0.6 for s in steady) and sum(steady) >= 0.9, steady
     # DCQCN at d = 100 oscillates with a period near a second: 1 s windows
@@ -67,19 +85,15 @@ def test_two_flows_share_the_bottleneck_evenly():
     # the marking band is 5 KB .. 200 KB: the queue lives around it
     assert 5_000 <= np.median(q) <= 200_000, np.percentile(q, [10, 50, 90])
     assert np.percentile(q, 90) <= 400_000
-    _common_checks(result)
+    _common_checks(result, drops)
 
 
 def _run_with_capture(pcap: str):
     from dataplane.live_run import run_flows
     from testbed import probes
-    from testbed.builder import Testbed
     from testbed.isolated import start_in_netns
-    from testbed.scenario import parse_scenario
-    from testbed.state import StateStore
 
-    scenario = parse_scenario(tomllib.loads((REPO / "examples/default.toml").read_text()))
-    with tempfile.TemporaryDirectory() as state, Testbed.up(scenario, StateStore(state)) as testbed:
+    with _default_testbed() as (scenario, testbed):
         port = testbed.plan.ports("s0")[2]                        # s0's port to h2, both ways
         child = []
         start = lambda: child.append(start_in_netns(testbed.netns("s0"), probes.capture, port.ifname,
@@ -116,13 +130,9 @@ def test_a_capture_on_the_bottleneck_passes_an_independent_decoder(tmp_path):
 def _run_with_queue_pairs():
     from dataplane.live_run import run_flows
     from testbed import probes
-    from testbed.builder import Testbed
     from testbed.isolated import start_in_netns
-    from testbed.scenario import parse_scenario
-    from testbed.state import StateStore
 
-    scenario = parse_scenario(tomllib.loads((REPO / "examples/default.toml").read_text()))
-    with tempfile.TemporaryDirectory() as state, Testbed.up(scenario, StateStore(state)) as testbed:
+    with _default_testbed() as (scenario, testbed):
         port = testbed.plan.ports("s0")[2]
         child = []
         start = lambda: child.append(start_in_netns(
@@ -153,16 +163,9 @@ def test_the_marking_queue_model_follows_the_real_htb_backlog():
 def _incast(pfc: bool):
     from dataplane.live_run import run_flows
     from testbed import probes
-    from testbed.builder import Testbed
     from testbed.isolated import run_in_netns
-    from testbed.scenario import parse_scenario
-    from testbed.state import StateStore
 
-    data = tomllib.loads((REPO / "examples/default.toml").read_text())
-    data["links"]["buffer_bytes"] = 100_000
-    data["pfc"] = {"enabled": pfc}
-    scenario = parse_scenario(data)
-    with tempfile.TemporaryDirectory() as state, Testbed.up(scenario, StateStore(state)) as testbed:
+    with _default_testbed(links={"buffer_bytes": 100_000}, pfc={"enabled": pfc}) as (scenario, testbed):
         result = run_flows(testbed, scenario.live, [("h0", "h3"), ("h1", "h3"), ("h2", "h3")], 3.0)
         port = testbed.plan.peer(testbed.plan.ports("h3")[0])
         drops = run_in_netns(testbed.netns("s0"), probes.qdisc_drops, port.ifname)
