@@ -30,6 +30,11 @@ class MmapArray:
         self._exported = getattr(self, "_exported", []) + [view]
         return view
 
+    def address(self, word: int) -> int:
+        """The address of 64-bit word `word` (as in words()), for C readers;
+        valid while the map is mapped."""
+        return ctypes.addressof(self.items) + word * 8
+
     def close(self) -> None:
         """Unmap now if no entry object is still alive; otherwise the
         mapping goes when the last one does."""

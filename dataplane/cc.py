@@ -5,12 +5,11 @@ BPF_PROG_TEST_RUN)."""
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import subprocess
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 from dataplane.bpf_build import BPF_DIR
+from dataplane.host_lib import build_shared_library
 
 RATE_ONE = 1 << 20        # line rate in the core's fixed point
 ALPHA_ONE = 1 << 20
@@ -18,7 +17,6 @@ WEIGHT_ONE = 1024
 EV_ADVANCE, EV_CNP, EV_TX = 0, 1, 2
 EVENT_KINDS = {"advance": EV_ADVANCE, "cnp": EV_CNP, "tx": EV_TX}
 CC_DIR = BPF_DIR / "cc"
-BUILD_DIR = BPF_DIR.parent / "build"
 
 
 class Params(ctypes.Structure):
@@ -173,16 +171,7 @@ class HostCC:
 
 
 def build_host_library() -> Path:
-    sources = sorted(CC_DIR.glob("*.[ch]"))
-    digest = hashlib.sha1(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
-    out = BUILD_DIR / f"libprccc-{digest}.so"
-    if not out.exists():
-        BUILD_DIR.mkdir(exist_ok=True)
-        tmp = out.with_suffix(".tmp")
-        subprocess.run(["cc", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-Wno-unknown-pragmas",
-                        "-shared", "-fPIC", "-o", str(tmp), str(CC_DIR / "host.c")], check=True)
-        tmp.rename(out)
-    return out
+    return build_shared_library("prccc", CC_DIR / "host.c", list(CC_DIR.glob("*.h")))
 
 
 class BpfCC:

@@ -118,7 +118,7 @@ class Emulator:
         peer = self.plan.peer(port)
         addr = roce.FlowAddr(src_mac=port.mac, dst_mac=peer.mac, src_ip=port.addr,
                              dst_ip=self.plan.host_addr(dst), sport=sender_sport(send_qpn))
-        qp = self.engine.add_qp(send_qpn, self.sockets[src], recv_qpn, addr, self.live.roce_mtu)
+        self.engine.add_qp(send_qpn, self.sockets[src], recv_qpn, addr, self.live.roce_mtu)
         if self.live.red.lossless:
             # The sender obeys pauses of the ports on its path (from the
             # switch's queue model), and what is on its way to the last hop
@@ -126,11 +126,11 @@ class Emulator:
             # runs behind the model (seen: 35 KB), and the kernel's backlog
             # queues hold more than a wire would.
             path = self.plan.path_ports(src, dst)
-            qp.pause_words = [p.ifindex * PORT_STATS_WORDS + PAUSE_UNTIL_WORD for p in path]
             credit = self._credits.setdefault(
                 path[-1].ifindex, PortCredit(self.plan.scenario.buffer_bytes * 3 // 4))
             credit.recv_words.append(recv_qpn * QP_RX_WORDS + RX_BYTES_WORD)
-            qp.credit = credit
+            self.engine.set_lossless(send_qpn, [p.ifindex * PORT_STATS_WORDS + PAUSE_UNTIL_WORD
+                                                for p in path], credit)
         return send_qpn, recv_qpn
 
     def map_ids(self) -> dict[str, int]:

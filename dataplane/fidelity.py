@@ -14,6 +14,8 @@ MAX_RATE_ERROR = 0.05           # achieved vs BPF rate, per window
 # for a window. A run is invalid when the engine held QPs under their rate.
 MAX_UNDER_WINDOWS = 0.10        # share of windows more than 5% under the BPF rate
 MIN_RATIO_P50 = 0.97
+# The engine's per-packet log (struct tx_log_entry in bpf/engine/tx_burst.c)
+PACKET_LOG = np.dtype([("sent_ns", "<u8"), ("wire_bytes", "<u4"), ("rate", "<u4"), ("late_ns", "<i8")])
 
 
 @dataclass(frozen=True)
@@ -33,16 +35,17 @@ class QpFidelity:
                                      and self.rate_ratio_p50 >= MIN_RATIO_P50)
 
 
-def qp_fidelity(qpn: int, log: list[tuple[int, int, int, int]], line_rate_bps: float,
-                since_ns: int = 0) -> QpFidelity:
-    """log: (send time ns, wire bytes, BPF rate Q20 after the packet,
-    lateness ns) per packet, in order; packets sent before since_ns (a
-    start-up transient) are left out."""
-    log = [entry for entry in log if entry[0] >= since_ns]
-    if not log:
+def qp_fidelity(qpn: int, log, line_rate_bps: float, since_ns: int = 0) -> QpFidelity:
+    """log: a PACKET_LOG array (or its rows as tuples) of send time ns,
+    wire bytes, BPF rate Q20 after the packet and lateness ns per packet,
+    in order; packets sent before since_ns (a start-up transient) are left
+    out."""
+    log = np.asarray(log, dtype=PACKET_LOG)
+    log = log[log["sent_ns"] >= since_ns]
+    if not len(log):
         return QpFidelity(qpn, 0, 0.0, 0.0, 0, 0.0, 0.0, 0.0)
-    arr = np.asarray(log, dtype=np.float64)
-    sent, nbytes, rate, late = arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3]
+    sent, nbytes = log["sent_ns"].astype(np.float64), log["wire_bytes"].astype(np.float64)
+    rate, late = log["rate"].astype(np.float64), log["late_ns"].astype(np.float64)
     # the gap the pacer asked for after each packet, at the rate it set
     asked = nbytes * 8e9 / (np.maximum(rate, 1) / (1 << 20) * line_rate_bps)
     ratios = []

@@ -1,11 +1,13 @@
 """The TX engine: one event loop sends the RoCEv2 traffic of every host.
 
-Each QP has a queue of messages, segmented lazily into MTU packets with
-consecutive PSNs; frames come from per-QP templates with the PSN patched
-and the ICRC recomputed (no scapy in the loop). A heap orders QPs by the
-departure time nic_tx publishes for them (the cooperative pacer): a QP's
-next packet leaves no earlier than that. nic_tx runs inside the send call,
-so the departure time it publishes is there to read when send() returns.
+Each QP has a queue of messages, segmented into MTU packets with
+consecutive PSNs; frames come from per-QP templates with the PSN and ICRC
+patched (no scapy in the loop). A heap orders QPs by the departure time
+nic_tx publishes for them (the cooperative pacer): a QP's next packet
+leaves no earlier than that. nic_tx runs inside the send call, so the
+departure time it publishes is there to read when send() returns. The
+per-packet work -- patch, wait, send, log -- is C (tx_native); the heap,
+the queues and completions stay here, one C call per burst of a QP.
 
 Fidelity is part of the result: per packet, how late it left against its
 departure time, and the rate the QP achieved against the rate BPF set; a
@@ -17,22 +19,25 @@ from __future__ import annotations
 import ctypes
 import gc
 import heapq
-import struct
 import time
 import zlib
 from collections import deque
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from dataplane import roce
+from dataplane.fidelity import PACKET_LOG
+from dataplane.tx_native import (PSN_BITS, TX_LOG_FULL, TX_MESSAGE_DONE, TX_NO_CREDIT, TxCredit,
+                                 TxFrame, TxQp, library, u64p, word_pointers)
 
 CLOCK = time.CLOCK_MONOTONIC          # the clock of bpf_ktime_get_ns
 BTH_AT = roce.ETH_BYTES + 20 + roce.UDP_BYTES
 PSN_AT = BTH_AT + 9                   # 24-bit PSN
 MASKED_PSN_AT = 8 + PSN_AT - roce.ETH_BYTES   # the same in the ICRC's masked copy
-PSN_MASK, ICRC_BYTES = roce.PSN_MASK, roce.ICRC_BYTES
-crc32 = zlib.crc32
-pack_icrc = struct.Struct("<I").pack_into
 SPIN_BELOW_NS = 500_000               # closer than this to a departure: spin, do not sleep
+MAX_BURST = 64                        # packets per C call: until() runs between calls
+LOG_START = 1 << 16                   # packet-log entries per QP, doubled when full
 PR_SET_TIMERSLACK = 29
 # (only, first, middle, last) opcodes per message kind
 OPCODES = {"write": (roce.WRITE_ONLY, roce.WRITE_FIRST, roce.WRITE_MIDDLE, roce.WRITE_LAST),
@@ -46,17 +51,23 @@ def now_ns() -> int:
     return time.clock_gettime_ns(CLOCK)
 
 
+def _masked_icrc(masked: bytearray, psn: int) -> int:
+    masked[MASKED_PSN_AT:MASKED_PSN_AT + 3] = psn.to_bytes(3, "big")
+    return zlib.crc32(masked)
+
+
 class FrameFactory:
-    """RoCEv2 frames of one QP from cached templates: the PSN is patched and
-    the ICRC recomputed over a masked copy kept beside each template."""
+    """RoCEv2 frames of one QP from cached templates. A template's payload
+    is zeros and only its PSN changes, so its ICRC is affine in the PSN:
+    the ICRC for PSN 0 and the change each PSN bit makes are computed once
+    (over the masked copy the ICRC covers), and patching is 24 XORs."""
 
     def __init__(self, dest_qp: int, addr: roce.FlowAddr):
         self.dest_qp = dest_qp
         self.addr = addr
-        self._templates: dict[tuple[int, int, int], tuple[bytearray, bytearray]] = {}
+        self._templates: dict[tuple[int, int, int], tuple[TxFrame, bytearray]] = {}
 
-    def frame(self, opcode: int, psn: int, payload_len: int, dma_len: int) -> bytearray:
-        """The frame, valid until the next call (send it before asking again)."""
+    def template(self, opcode: int, payload_len: int, dma_len: int) -> TxFrame:
         key = (opcode, payload_len, dma_len)
         if key not in self._templates:
             frame = bytearray(roce.data_packet(
@@ -67,13 +78,20 @@ class FrameFactory:
             ip = 8
             for at in (ip + 1, ip + 8, ip + 10, ip + 11, ip + 26, ip + 27, ip + 32):
                 masked[at] = 0xFF         # TOS, TTL, IP csum, UDP csum, FECN/BECN byte
-            self._templates[key] = (frame, masked)
-        frame, masked = self._templates[key]
-        psn_bytes = psn.to_bytes(3, "big")
-        frame[PSN_AT:PSN_AT + 3] = psn_bytes
-        masked[MASKED_PSN_AT:MASKED_PSN_AT + 3] = psn_bytes
-        pack_icrc(frame, len(frame) - ICRC_BYTES, crc32(masked))
-        return frame
+            base = _masked_icrc(masked, 0)
+            deltas = [_masked_icrc(masked, 1 << k) ^ base for k in range(PSN_BITS)]
+            buf = (ctypes.c_char * len(frame)).from_buffer(frame)
+            t = TxFrame(bytes=ctypes.addressof(buf), len=len(frame), psn_at=PSN_AT, payload=payload_len,
+                        icrc_base=base, psn_delta=(ctypes.c_uint32 * PSN_BITS)(*deltas))
+            t._buf = buf                  # the frame's memory lives as long as its template
+            self._templates[key] = (t, frame)
+        return self._templates[key][0]
+
+    def frame(self, opcode: int, psn: int, payload_len: int, dma_len: int) -> bytearray:
+        """The frame, valid until the next call (send it before asking again)."""
+        t = self.template(opcode, payload_len, dma_len)
+        library().tx_frame_patch(t, psn)
+        return self._templates[(opcode, payload_len, dma_len)][1]
 
 
 @dataclass
@@ -81,57 +99,106 @@ class Message:
     kind: str           # "write" or "send"
     length: int         # bytes
     tag: object = None  # the poster's handle, returned on completion
-    sent: int = 0       # payload bytes already sent
 
 
-@dataclass
 class PortCredit:
     """Lossless mode's bound on what is in flight towards a last-hop switch
     port: bytes sent to it minus bytes its destination host's QPs have
     received (from nic_rx's counters), at most `budget`. It bounds the real
-    queue, which the marking model cannot see."""
+    queue, which the marking model cannot see. Shared by the QPs whose
+    path ends there."""
 
-    budget: int
-    recv_words: list = field(default_factory=list)   # rx-bytes words of the QPs it delivers to
-    sent: int = 0
+    def __init__(self, budget: int):
+        self.c = TxCredit(budget=budget)
+        self.recv_words: list[int] = []     # rx-bytes words (of nic_rx's counters) it watches
+        self._rx = None
+
+    @property
+    def sent(self) -> int:
+        return self.c.sent
+
+    def watch(self, rx_addresses: list[int]) -> None:
+        """Give C the addresses of recv_words."""
+        self._rx = word_pointers(rx_addresses)
+        self.c.rx, self.c.n_rx = self._rx, len(rx_addresses)
 
 
-@dataclass
 class SendQp:
-    """A sending QP: its socket, its frames and its queue of messages."""
+    """A sending QP: its socket, its frames, its queue of messages, and the
+    C side's view of it (counters, PSN, head message, packet log)."""
 
-    qpn: int
-    sock: object
-    frames: FrameFactory
-    mtu: int                                   # RoCE MTU: payload bytes per packet
-    next_psn: int = 0
-    queue: deque = field(default_factory=deque)
-    packets: int = 0
-    bytes: int = 0
-    pause_words: list = field(default_factory=list)   # pause-until words of the ports on its path
-    pauses: int = 0                                    # times a pause held this QP
-    credit: "PortCredit | None" = None          # lossless: the last hop's in-flight bound
-    # fidelity: per packet (send time ns, wire bytes, BPF rate Q20, lateness ns)
-    log: list = field(default_factory=list)
+    def __init__(self, qpn: int, sock, frames: FrameFactory, mtu: int, departure: int, rate: int):
+        self.qpn = qpn
+        self.sock = sock
+        self.frames = frames
+        self.queue: deque[Message] = deque()
+        self.c = TxQp(fd=sock.fileno(), mtu=mtu, departure=ctypes.cast(departure, u64p),
+                      rate=ctypes.cast(rate, u64p))
+        self.ref = ctypes.byref(self.c)
+        self.credit: PortCredit | None = None
+        self._pause = None
+        self.head: Message | None = None
+        self._log = np.empty(0, dtype=PACKET_LOG)
 
-    def next_frame(self) -> tuple[bytearray, Message | None]:
-        """The next packet of the head message; the message too if this
-        packet completes it."""
-        msg = self.queue[0]
-        sent, length = msg.sent, msg.length
-        size = min(self.mtu, length - sent)
-        last = sent + size >= length
-        ops = OPCODES[msg.kind]
-        if sent:
-            frame = self.frames.frame(ops[3] if last else ops[2], self.next_psn, size, 0)
+    packets = property(lambda self: self.c.packets)
+    bytes = property(lambda self: self.c.bytes)
+    pauses = property(lambda self: self.c.pauses)          # times a pause held this QP
+    send_errors = property(lambda self: self.c.send_errors)
+    next_psn = property(lambda self: self.c.next_psn)
+
+    @property
+    def mtu(self) -> int:
+        return self.c.mtu
+
+    @mtu.setter
+    def mtu(self, value: int) -> None:
+        if self.head is not None:
+            raise ValueError("the MTU changes between messages only")
+        self.c.mtu = value
+
+    @property
+    def log(self) -> np.ndarray:
+        """Per packet sent: PACKET_LOG (send time, wire bytes, BPF rate, lateness)."""
+        return self._log[:self.c.log_len]
+
+    def obey(self, pause_addresses: list[int], credit: PortCredit | None) -> None:
+        """Lossless mode: hold while any of these pause-until words is in
+        the future, and while the credit towards the last hop is spent."""
+        self._pause = word_pointers(pause_addresses)
+        self.c.pause, self.c.n_pause = self._pause, len(pause_addresses)
+        self.credit = credit
+        self.c.credit = ctypes.pointer(credit.c) if credit is not None else None
+
+    def keep_log(self, on: bool) -> None:
+        if not on:
+            self.c.log = None
+        elif not len(self._log):
+            self.grow_log()
         else:
-            frame = self.frames.frame(ops[0] if last else ops[1], self.next_psn, size, length)
-        self.next_psn = (self.next_psn + 1) & PSN_MASK
-        msg.sent = sent + size
-        if last:
-            self.queue.popleft()
-            return frame, msg
-        return frame, None
+            self.c.log = self._log.ctypes.data
+
+    def grow_log(self) -> None:
+        log = np.empty(max(LOG_START, 2 * len(self._log)), dtype=PACKET_LOG)
+        log[:self.c.log_len] = self._log[:self.c.log_len]
+        self._log = log
+        self.c.log, self.c.log_cap = log.ctypes.data, len(log)
+
+    def load_head(self) -> None:
+        """Give C the head message's frames: first (or only), middle, last."""
+        msg = self.head = self.queue[0]
+        ops, mtu, length = OPCODES[msg.kind], self.c.mtu, msg.length
+        t = self.frames.template
+        if length <= mtu:
+            self.c.first = self.c.last = ctypes.pointer(t(ops[0], length, length))
+        else:
+            self.c.first = ctypes.pointer(t(ops[1], mtu, length))
+            self.c.middle = ctypes.pointer(t(ops[2], mtu, 0))
+            self.c.last = ctypes.pointer(t(ops[3], length - (length - 1) // mtu * mtu, 0))
+        self.c.msg_len, self.c.msg_sent = length, 0
+
+    def finish_head(self) -> Message:
+        self.head = None
+        return self.queue.popleft()
 
 
 class TxEngine:
@@ -140,23 +207,35 @@ class TxEngine:
     def __init__(self, departures, on_message_sent=None, log_packets: bool = True, pauses=None,
                  deliveries=None):
         """pauses: an MmapArray of the switch ports' stats, whose pause-until
-        times lossless ports set (QPs name theirs in pause_words);
+        times lossless ports set (QPs name theirs in set_lossless);
         deliveries: an MmapArray of nic_rx's per-QP counters (PortCredit)."""
+        self._departures, self._pauses, self._deliveries = departures, pauses, deliveries
         self._words = departures.words()
-        self._pause = pauses.words() if pauses is not None else None
-        self._rx = deliveries.words() if deliveries is not None else None
         self.credit_waits = 0
         self.qps: dict[int, SendQp] = {}
         self.on_message_sent = on_message_sent
         self.log_packets = log_packets
         self._heap: list[tuple[int, int]] = []     # (departure ns, qpn) of QPs with work
         self._queued: set[int] = set()
-        self.send_errors = 0
+        self._burst = library().tx_burst           # loading takes milliseconds: not in run()
+
+    @property
+    def send_errors(self) -> int:
+        """Packets the qdisc refused (lost)."""
+        return sum(qp.send_errors for qp in self.qps.values())
 
     def add_qp(self, qpn: int, sock, dest_qp: int, addr: roce.FlowAddr, mtu: int) -> SendQp:
-        qp = SendQp(qpn, sock, FrameFactory(dest_qp, addr), mtu)
+        base = qpn * QP_TX_WORDS
+        qp = SendQp(qpn, sock, FrameFactory(dest_qp, addr), mtu,
+                    self._departures.address(base + DEPARTURE_WORD), self._departures.address(base + RATE_WORD))
         self.qps[qpn] = qp
         return qp
+
+    def set_lossless(self, qpn: int, pause_words: list[int], credit: PortCredit) -> None:
+        """QP qpn obeys the pause-until words (of the switch ports' stats)
+        on its path, and the credit towards its last hop."""
+        credit.watch([self._deliveries.address(w) for w in credit.recv_words])
+        self.qps[qpn].obey([self._pauses.address(w) for w in pause_words], credit)
 
     def post(self, qpn: int, length: int, kind: str = "write", tag=None) -> None:
         if not 0 < length < 2**32:
@@ -171,12 +250,14 @@ class TxEngine:
 
     def run(self, duration_s: float | None = None, until=None) -> None:
         """Send until every queue is empty, duration_s has passed, or
-        until() says so (checked between packets). The garbage collector
-        is paused meanwhile: its passes over a growing packet log stall the
-        loop for longer than the pacing slack."""
+        until() says so (checked between bursts). The garbage collector
+        is paused meanwhile: its passes stall the loop for longer than the
+        pacing slack."""
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
+            for qp in self.qps.values():
+                qp.keep_log(self.log_packets)
             self._run(duration_s, until)
         finally:
             if gc_was_enabled:
@@ -186,48 +267,39 @@ class TxEngine:
         # Sleeps end up to 50 us late by default (timer slack): ask for 1 ns.
         ctypes.CDLL(None).prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0)
         clock, clock_id = time.clock_gettime_ns, CLOCK      # locals: this loop is the hot path
-        heappop, heappush, heapreplace = heapq.heappop, heapq.heappush, heapq.heapreplace
-        end = clock(clock_id) + int(duration_s * 1e9) if duration_s is not None else 1 << 63
-        heap, words, qps, log_packets = self._heap, self._words, self.qps, self.log_packets
-        pause_words, rx = self._pause, self._rx
+        heappop, heapreplace = heapq.heappop, heapq.heapreplace
+        burst, when = self._burst, ctypes.c_uint64()
+        when_ref = ctypes.byref(when)
+        end = clock(clock_id) + int(duration_s * 1e9) if duration_s is not None else (1 << 63)
+        heap, qps = self._heap, self.qps
         while heap:
             departure, qpn = heap[0]
             now = clock(clock_id)
             if now >= end or until is not None and until():
                 return
-            if now < departure:
-                if departure - now > SPIN_BELOW_NS:
-                    time.sleep((departure - now - SPIN_BELOW_NS) / 1e9)
+            if departure - now > SPIN_BELOW_NS:
+                time.sleep((departure - now - SPIN_BELOW_NS) / 1e9)
                 continue
             qp = qps[qpn]
-            if qp.pause_words:
-                paused = max(pause_words[w] for w in qp.pause_words)
-                if paused > now:                 # a port on the path said pause: hold the QP
-                    qp.pauses += 1
-                    heapreplace(heap, (paused, qpn))
-                    continue
-            credit = qp.credit
-            if credit is not None and credit.sent - sum(rx[w] for w in credit.recv_words) > credit.budget:
+            if qp.head is None:
+                qp.load_head()
+            # C may wait for this QP's departure, but not past another's or the end
+            not_after = min(heap[1][0], heap[2][0], end) if len(heap) > 2 else \
+                min(heap[1][0], end) if len(heap) > 1 else end
+            status = burst(qp.ref, not_after, SPIN_BELOW_NS, MAX_BURST, when_ref)
+            if status == TX_MESSAGE_DONE:
+                done = qp.finish_head()
+                if qp.queue:
+                    heapreplace(heap, (when.value, qpn))
+                else:
+                    heappop(heap)
+                    self._queued.discard(qpn)
+                if self.on_message_sent is not None:     # after the heap is whole: it may post
+                    self.on_message_sent(qpn, done)
+            elif status == TX_LOG_FULL:
+                qp.grow_log()
+            elif status == TX_NO_CREDIT:
                 self.credit_waits += 1            # the way to the port is full
-                heapreplace(heap, (now + CREDIT_RETRY_NS, qpn))
-                continue
-            frame, done = qp.next_frame()
-            try:
-                qp.sock.send(frame)
-            except OSError:
-                self.send_errors += 1        # the qdisc is full: counted, packet lost
-            size = len(frame)
-            qp.packets += 1
-            qp.bytes += size
-            if credit is not None:
-                credit.sent += size
-            base = qpn * QP_TX_WORDS
-            if log_packets:
-                qp.log.append((clock(clock_id), size, words[base + RATE_WORD], now - departure))
-            if done is not None and self.on_message_sent is not None:
-                self.on_message_sent(qpn, done)
-            if qp.queue:
-                heapreplace(heap, (words[base + DEPARTURE_WORD], qpn))
-            else:
-                heappop(heap)
-                self._queued.discard(qpn)
+                heapreplace(heap, (when.value + CREDIT_RETRY_NS, qpn))
+            else:                                  # TX_WAIT, TX_PAUSED: until `when`
+                heapreplace(heap, (when.value, qpn))

@@ -1,0 +1,25 @@
+"""Our C sources built as host shared libraries with the system compiler,
+cached under build/ by a hash of their sources (a changed header rebuilds)."""
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from pathlib import Path
+
+from dataplane.bpf_build import BPF_DIR
+
+BUILD_DIR = BPF_DIR.parent / "build"
+CFLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-Wno-unknown-pragmas", "-shared", "-fPIC"]
+
+
+def build_shared_library(name: str, source: Path, depends: list[Path] = ()) -> Path:
+    """build/lib<name>-<hash>.so from source (and the headers it includes)."""
+    inputs = [source, *sorted(depends)]
+    digest = hashlib.sha1(b"".join(p.read_bytes() for p in inputs)).hexdigest()[:12]
+    out = BUILD_DIR / f"lib{name}-{digest}.so"
+    if not out.exists():
+        BUILD_DIR.mkdir(exist_ok=True)
+        tmp = out.with_suffix(f".{id(out)}.tmp")     # concurrent builders do not collide
+        subprocess.run(["cc", *CFLAGS, "-o", str(tmp), str(source)], check=True)
+        tmp.rename(out)
+    return out

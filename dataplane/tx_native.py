@@ -1,0 +1,74 @@
+"""The TX engine's send loop in C (bpf/engine/tx_burst.c): ctypes mirrors
+of its structs and the loaded library. Python, one packet at a time, left
+the engine at half the packet rate of a bare send loop; the frame patching,
+departure waits and logging now run here, a burst per call."""
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import numpy as np
+
+from dataplane.bpf_build import BPF_DIR
+from dataplane.fidelity import PACKET_LOG
+from dataplane.host_lib import build_shared_library
+
+SOURCE = BPF_DIR / "engine" / "tx_burst.c"
+PSN_BITS = 24
+u64p = ctypes.POINTER(ctypes.c_uint64)
+# enum tx_status
+TX_MESSAGE_DONE, TX_WAIT, TX_PAUSED, TX_NO_CREDIT, TX_LOG_FULL = range(5)
+
+
+class TxFrame(ctypes.Structure):
+    _fields_ = [("bytes", ctypes.c_void_p), ("len", ctypes.c_uint32), ("psn_at", ctypes.c_uint32),
+                ("payload", ctypes.c_uint32), ("icrc_base", ctypes.c_uint32),
+                ("psn_delta", ctypes.c_uint32 * PSN_BITS)]
+
+
+class TxCredit(ctypes.Structure):
+    _fields_ = [("budget", ctypes.c_uint64), ("sent", ctypes.c_uint64),
+                ("rx", ctypes.POINTER(u64p)), ("n_rx", ctypes.c_uint32), ("reserved", ctypes.c_uint32)]
+
+
+class TxQp(ctypes.Structure):
+    _fields_ = [("fd", ctypes.c_int32), ("next_psn", ctypes.c_uint32),
+                ("departure", u64p), ("rate", u64p),
+                ("pause", ctypes.POINTER(u64p)), ("n_pause", ctypes.c_uint32), ("mtu", ctypes.c_uint32),
+                ("credit", ctypes.POINTER(TxCredit)),
+                ("first", ctypes.POINTER(TxFrame)), ("middle", ctypes.POINTER(TxFrame)),
+                ("last", ctypes.POINTER(TxFrame)),
+                ("msg_len", ctypes.c_uint64), ("msg_sent", ctypes.c_uint64),
+                ("packets", ctypes.c_uint64), ("bytes", ctypes.c_uint64), ("pauses", ctypes.c_uint64),
+                ("send_errors", ctypes.c_uint64),
+                ("log", ctypes.c_void_p), ("log_len", ctypes.c_uint64), ("log_cap", ctypes.c_uint64)]
+
+
+def word_pointers(addresses: list[int]):
+    """A C array of uint64_t pointers (keep it alive while C may read it)."""
+    return (u64p * max(1, len(addresses)))(*(ctypes.cast(a, u64p) for a in addresses))
+
+
+@functools.cache
+def library() -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(build_shared_library("prctx", SOURCE)))
+    for name in ("tx_frame_size", "tx_credit_size", "tx_qp_size", "tx_log_entry_size"):
+        getattr(lib, name).restype = ctypes.c_size_t
+    lib.tx_frame_patch.argtypes = [ctypes.POINTER(TxFrame), ctypes.c_uint32]
+    lib.tx_frame_patch.restype = None
+    lib.tx_burst.argtypes = [ctypes.POINTER(TxQp), ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint32,
+                             u64p]
+    lib.tx_burst.restype = ctypes.c_int
+    lib.tx_bare_send.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint64, u64p]
+    lib.tx_bare_send.restype = ctypes.c_uint64
+    return lib
+
+
+def layout_mismatches() -> list[str]:
+    """Structs whose Python mirror differs in size from C (empty: none)."""
+    lib = library()
+    pairs = [("tx_frame", TxFrame), ("tx_credit", TxCredit), ("tx_qp", TxQp)]
+    bad = [name for name, mirror in pairs if getattr(lib, f"{name}_size")() != ctypes.sizeof(mirror)]
+    if lib.tx_log_entry_size() != np.dtype(PACKET_LOG).itemsize:
+        bad.append("tx_log_entry")
+    return bad

@@ -1,0 +1,194 @@
+"""The TX engine's send loop (C, driven by the Python heap) on a real
+socket: frames byte-identical to independently built ones, messages in
+order, departure times, pauses and lossless credit obeyed, and a packet
+log that matches what was sent. The departure, pause and delivery words
+live in shared memory, as nic_tx's mmapped maps do; no BPF here (the live
+tests run the engine against nic_tx itself)."""
+import ctypes
+import os
+import socket
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dataplane import roce
+from dataplane.bpf_mmap import MmapArray
+from dataplane.tx_engine import (DEPARTURE_WORD, QP_TX_WORDS, FrameFactory, PortCredit, TxEngine,
+                                 now_ns)
+from dataplane.tx_native import layout_mismatches
+
+ADDR = roce.FlowAddr(src_ip="198.18.0.1", dst_ip="198.18.0.3", sport=0xC001)
+DEST_QP, QPN, MTU = 0x1234, 3, 1024
+WORDS = 64
+
+
+class Wire:
+    """A datagram socket pair; a thread drains the far end while the engine
+    sends (the engine's socket blocks when the near end is full)."""
+
+    def __init__(self):
+        self.near, self.far = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.frames: list[bytes] = []
+        self.far.settimeout(0.2)
+        self._stop = False
+        self._thread = threading.Thread(target=self._drain)
+        self._thread.start()
+
+    def _drain(self):
+        while not self._stop:
+            try:
+                self.frames.append(self.far.recv(65536))
+            except socket.timeout:
+                pass
+
+    def close(self) -> list[bytes]:
+        """Everything sent, in order."""
+        if self._stop:
+            return self.frames
+        self._stop = True
+        self._thread.join()
+        self.far.setblocking(False)
+        while True:
+            try:
+                self.frames.append(self.far.recv(65536))
+            except BlockingIOError:
+                break
+        self.near.close()
+        self.far.close()
+        return self.frames
+
+
+def shared_words(count: int) -> MmapArray:
+    """Zeroed shared memory viewed like a BPF map (memfd instead of a map fd)."""
+    fd = os.memfd_create("words")
+    os.ftruncate(fd, -(-count * 8 // 4096) * 4096)      # whole pages, as a map is mapped
+    view = MmapArray(None, ctypes.c_uint64, map_fd=fd, count=count)
+    os.close(fd)
+    return view
+
+
+@pytest.fixture
+def setup():
+    departures, pauses, deliveries = shared_words(WORDS * QP_TX_WORDS), shared_words(WORDS), shared_words(WORDS)
+    wire = Wire()
+    sent = []
+    engine = TxEngine(departures, on_message_sent=lambda qpn, msg: sent.append((qpn, msg.tag)),
+                      pauses=pauses, deliveries=deliveries)
+    engine.add_qp(QPN, wire.near, DEST_QP, ADDR, MTU)
+    yield engine, wire, departures, pauses, deliveries, sent
+    wire.close()
+    for view in (departures, pauses, deliveries):
+        view.close()
+
+
+def test_c_structs_match_their_python_mirrors():
+    assert layout_mismatches() == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(psn=st.integers(0, roce.PSN_MASK), opcode=st.sampled_from(
+           [roce.WRITE_FIRST, roce.WRITE_MIDDLE, roce.WRITE_LAST, roce.WRITE_ONLY,
+            roce.SEND_FIRST, roce.SEND_MIDDLE, roce.SEND_LAST, roce.SEND_ONLY]),
+       payload=st.integers(0, 4096))
+def test_patched_frames_equal_frames_built_from_scratch(psn, opcode, payload):
+    factory = FrameFactory(DEST_QP, ADDR)
+    factory.frame(opcode, (psn * 7919) & roce.PSN_MASK, payload, payload)   # patch from another PSN
+    frame = bytes(factory.frame(opcode, psn, payload, payload))
+    last = opcode in (roce.WRITE_LAST, roce.WRITE_ONLY, roce.SEND_LAST, roce.SEND_ONLY)
+    assert frame == roce.data_packet(opcode, DEST_QP, psn, bytes(payload), addr=ADDR, ecn=roce.NOT_ECT,
+                                     ackreq=last, dma_len=payload)
+    assert roce.icrc_valid(frame)
+
+
+def test_messages_leave_as_the_packets_the_spec_segments(setup):
+    engine, wire, *_, sent = setup
+    messages = [("write", 10_000, "a"), ("send", 500, "b"), ("send", 3 * MTU, "c"), ("write", 1, "d")]
+    for kind, length, tag in messages:
+        engine.post(QPN, length, kind, tag)
+    engine.run(duration_s=5)
+    frames = wire.close()
+    expected, psn = [], 0
+    for kind, length, _ in messages:
+        packets = roce.segment_message(kind, DEST_QP, psn, length, MTU, addr=ADDR, ecn=roce.NOT_ECT)
+        expected += packets
+        psn += len(packets)
+    assert frames == expected
+    assert sent == [(QPN, tag) for *_, tag in messages]
+    qp = engine.qps[QPN]
+    assert qp.packets == len(expected) and qp.next_psn == psn and qp.send_errors == 0
+    assert qp.bytes == sum(len(f) for f in expected)
+    assert list(qp.log["wire_bytes"]) == [len(f) for f in expected]
+    assert np.all(np.diff(qp.log["sent_ns"].astype(np.int64)) >= 0)
+
+
+def test_no_packet_leaves_before_its_departure_time(setup):
+    engine, wire, departures, *_ = setup
+    departure = now_ns() + 20_000_000
+    departures.words()[QPN * QP_TX_WORDS + DEPARTURE_WORD] = departure
+    engine.post(QPN, 4 * MTU)
+    engine.run(duration_s=5)
+    log = engine.qps[QPN].log
+    assert len(wire.close()) == 4 and log["sent_ns"][0] >= departure
+    assert 0 <= log["late_ns"][0] < 10_000_000           # it waited, then left, not much later
+
+
+def test_the_earliest_departure_goes_first(setup):
+    engine, wire, departures, *_ = setup
+    other = 5
+    engine.add_qp(other, wire.near, DEST_QP + 1, ADDR, MTU)
+    words = departures.words()
+    words[QPN * QP_TX_WORDS + DEPARTURE_WORD] = now_ns() + 20_000_000
+    words[other * QP_TX_WORDS + DEPARTURE_WORD] = now_ns()
+    engine.post(QPN, MTU)
+    engine.post(other, MTU)
+    engine.run(duration_s=5)
+    frames = [roce.parse(f) for f in wire.close()]
+    assert [f.dest_qp for f in frames] == [DEST_QP + 1, DEST_QP]
+
+
+def test_a_pause_holds_the_qp_until_it_ends(setup):
+    engine, wire, _, pauses, deliveries, _ = setup
+    pause_end = now_ns() + 20_000_000
+    pauses.words()[7] = pause_end
+    engine.set_lossless(QPN, [7], PortCredit(1 << 30))
+    engine.post(QPN, 2 * MTU)
+    engine.run(duration_s=5)
+    qp = engine.qps[QPN]
+    assert len(wire.close()) == 2 and qp.pauses >= 1 and qp.log["sent_ns"][0] >= pause_end
+
+
+def test_lossless_credit_bounds_bytes_in_flight_until_deliveries_free_it(setup):
+    engine, wire, _, pauses, deliveries, _ = setup
+    credit = PortCredit(3 * MTU)
+    credit.recv_words.append(2)
+    engine.set_lossless(QPN, [], credit)
+    engine.post(QPN, 20 * MTU)
+    engine.run(duration_s=0.05)
+    qp = engine.qps[QPN]
+    held_at = qp.bytes
+    # sends while at most the budget is in flight: the budget, then one more frame
+    assert 3 * MTU < held_at <= 3 * MTU + 2 * (MTU + 100) and engine.credit_waits > 0
+    deliveries.words()[2] = held_at                       # the receiver got all of it
+    engine.run(duration_s=0.05)
+    assert qp.bytes > held_at and credit.sent == qp.bytes
+    wire.close()
+
+
+def test_a_log_grows_past_its_first_allocation(setup, monkeypatch):
+    from dataplane import tx_engine
+    monkeypatch.setattr(tx_engine, "LOG_START", 8)
+    engine, wire, *_ = setup
+    engine.post(QPN, 100 * MTU)
+    engine.run(duration_s=5)
+    assert len(wire.close()) == 100 and len(engine.qps[QPN].log) == 100
+
+
+def test_bad_messages_are_refused_with_a_reason(setup):
+    engine, *_ = setup
+    with pytest.raises(ValueError, match="1..2"):
+        engine.post(QPN, 0)
+    with pytest.raises(ValueError, match="write or send"):
+        engine.post(QPN, 10, kind="read")
