@@ -47,13 +47,19 @@ def summarize(result, scenario) -> dict:
                       "rate_ratio_p50": f.fidelity.rate_ratio_p50,
                       "windows_within_5pct": f.fidelity.good_windows,
                       "windows_over_5pct_under": f.fidelity.under_windows})
-    valid = all(f.fidelity.valid and f.early_packets == 0 for f in result.flows) and result.send_errors == 0
-    from testbed.features import qdisc_problem
-    fq = "absent here" if qdisc_problem("fq") else "present, not used by live runs yet"
+    early = sum(f.early_packets for f in result.flows)
+    if result.pacer == "kernel":     # packets go early on purpose: sch_fq holds them
+        pacer = (f"kernel: nic_tx stamps each packet's departure time and sch_fq holds it until then "
+                 f"(handed over early: {early})")
+    else:
+        from testbed.features import qdisc_problem
+        why = "sch_fq is absent here" if qdisc_problem("fq") else "emulation.pacer chose this one"
+        pacer = (f"cooperative: the TX engine sends no packet before nic_tx's departure time "
+                 f"(early packets: {early}); no kernel pacer: {why}")
+    valid = all(f.fidelity.valid for f in result.flows) and result.send_errors == 0 and \
+        (early == 0 or result.pacer == "kernel")
     return {"valid": valid,
-            "pacer": f"cooperative: the TX engine sends no packet before nic_tx's departure time "
-                     f"(early packets: {sum(f.early_packets for f in result.flows)}); kernel pacer "
-                     f"(sch_fq): {fq}",
+            "pacer": pacer,
             "invalid_because": None if valid else
             "the TX engine, not congestion control, set the rates (see fidelity per flow)",
             "steady_state_after_s": traffic.settle_s, "jain_fairness": jain(mean),

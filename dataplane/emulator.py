@@ -11,7 +11,7 @@ from dataplane import roce
 from dataplane.bpf_build import XDP_FLAGS
 from dataplane.bpf_mmap import MmapArray
 from dataplane.cc import DcqcnConfig, Hook
-from dataplane.nic import MAX_QPS, QP_RX_WORDS, RX_BYTES_WORD, Nic, QpRx, QpTx, sender_sport
+from dataplane.nic import F_KERNEL_PACER, MAX_QPS, QP_RX_WORDS, RX_BYTES_WORD, Nic, QpRx, QpTx, sender_sport
 from dataplane.switch import PAUSE_UNTIL_WORD, PORT_STATS_WORDS, PortStats, RedConfig, SwitchPorts
 from dataplane.tx_engine import PortCredit, TxEngine
 from testbed.isolated import run_in_netns
@@ -37,6 +37,10 @@ class LiveCC:
 
 
 ROCE_HEADROOM = 80          # IP + UDP + BTH + RETH + ICRC around a RoCE MTU of payload
+# Kernel pacer: packets go to sch_fq this long before their departure
+# time, which covers the engine's lateness (p99 11-14 us measured here)
+# and fq holds them until then.
+KERNEL_PACER_LEAD_NS = 200_000
 
 
 def _attach_tc_egress(ifname: str, fd: int, name: str) -> None:
@@ -78,9 +82,11 @@ class Emulator:
             raise ValueError(f"RoCE MTU {live.roce_mtu} does not fit the links' MTU {sc.mtu_bytes}")
         self.nic = Nic()
         self.switch = SwitchPorts()
+        self.pacer = testbed.record.get("pacer", "cooperative")
         self.nic.configure(sc.live_rate_bps, int(live.pacing_slack_us * 1000),
                            int(live.min_time_between_cnps_us * 1000 * sc.dilation),
-                           live.dcqcn.params(sc.dilation))
+                           live.dcqcn.params(sc.dilation),
+                           flags=F_KERNEL_PACER if self.pacer == "kernel" else 0)
         for node in self.plan.switches:
             ports = self.plan.ports(node)
             for port in ports:
@@ -102,7 +108,8 @@ class Emulator:
         self.rx_view = MmapArray(self.nic.bpf["qp_rx"], QpRx)
         self.stats_view = MmapArray(self.switch.bpf["port_stats"], PortStats)
         self._views = [self.tx_view, self.rx_view, self.stats_view]
-        self.engine = TxEngine(self.tx_view, pauses=self.stats_view, deliveries=self.rx_view)
+        self.engine = TxEngine(self.tx_view, pauses=self.stats_view, deliveries=self.rx_view,
+                               lead_ns=KERNEL_PACER_LEAD_NS if self.pacer == "kernel" else 0)
         self._credits: dict[int, PortCredit] = {}
         self._next_qpn = 1
 

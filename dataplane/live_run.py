@@ -40,6 +40,7 @@ class LiveResult:
     queue_samples: dict[int, list[int]] = field(default_factory=dict)   # ifindex -> bytes
     pause_events: dict[int, int] = field(default_factory=dict)          # ifindex -> pauses sent
     send_errors: int = 0
+    pacer: str = "cooperative"          # or "kernel" (sch_fq holds packets to their departure)
 
     def shares(self, start_s: float, window_s: float) -> list[list[float]]:
         """Each flow's delivered rate as a fraction of line rate, per window
@@ -62,14 +63,15 @@ class LiveResult:
 
 def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: float,
               sample_every_s: float = 0.01, engine_cpu: int = 0, during=None,
-              settle_s: float = 0.0) -> LiveResult:
+              settle_s: float = 0.0, hooks: dict | None = None) -> LiveResult:
     """Bring up the RNICs on testbed, send one long flow per (src, dst)
     for duration_s, sample, and report. The engine pins itself to one CPU
     (a busy-waiting engine sharing a core with the dataplane loses rate).
     during: (seconds after start, callable) run once then from the sampler,
     e.g. to start a capture in another process. Engine fidelity is judged
     on the packets after settle_s (start-up, when every flow starts at line
-    rate, is a transient)."""
+    rate, is a transient). hooks: PRC hooks (dataplane.cc.Hook) by process,
+    set before the flows start (every flow's QPs belong to process 0)."""
     affinity = os.sched_getaffinity(0)
     if engine_cpu not in affinity:
         engine_cpu = None
@@ -81,7 +83,9 @@ def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: f
         for src, dst in flows:
             send_qpn, recv_qpn = emu.connect(src, dst)
             results.append(FlowResult(src, dst, send_qpn, recv_qpn))
-        result = LiveResult(testbed.plan.scenario.live_rate_bps, results)
+        for proc, hook in (hooks or {}).items():
+            emu.set_hook(proc, hook)
+        result = LiveResult(testbed.plan.scenario.live_rate_bps, results, pacer=emu.pacer)
         switch_ports = [p.ifindex for node in testbed.plan.switches for p in testbed.plan.ports(node)]
         stats_view = emu.stats_view
         result.queue_samples = {i: [] for i in switch_ports}

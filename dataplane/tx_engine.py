@@ -202,20 +202,25 @@ class SendQp:
 
 
 class TxEngine:
-    """departures: an MmapArray of the NIC's qp_tx (next_departure_ns, rate)."""
+    """departures: an MmapArray of the NIC's qp_tx (next_departure_ns, rate).
+    The heap holds (due time, qpn) of QPs with work: due is the departure
+    time less lead_ns."""
 
     def __init__(self, departures, on_message_sent=None, log_packets: bool = True, pauses=None,
-                 deliveries=None):
+                 deliveries=None, lead_ns: int = 0):
         """pauses: an MmapArray of the switch ports' stats, whose pause-until
         times lossless ports set (QPs name theirs in set_lossless);
-        deliveries: an MmapArray of nic_rx's per-QP counters (PortCredit)."""
+        deliveries: an MmapArray of nic_rx's per-QP counters (PortCredit);
+        lead_ns: how long before its departure time a packet is handed to
+        the kernel (the kernel pacer holds it until then; 0: cooperative)."""
+        self.lead_ns = lead_ns
         self._departures, self._pauses, self._deliveries = departures, pauses, deliveries
         self._words = departures.words()
         self.credit_waits = 0
         self.qps: dict[int, SendQp] = {}
         self.on_message_sent = on_message_sent
         self.log_packets = log_packets
-        self._heap: list[tuple[int, int]] = []     # (departure ns, qpn) of QPs with work
+        self._heap: list[tuple[int, int]] = []     # (due ns, qpn) of QPs with work
         self._queued: set[int] = set()
         self._burst = library().tx_burst           # loading takes milliseconds: not in run()
 
@@ -246,7 +251,8 @@ class TxEngine:
         qp.queue.append(Message(kind, length, tag))
         if qpn not in self._queued:
             self._queued.add(qpn)
-            heapq.heappush(self._heap, (self._words[qpn * QP_TX_WORDS + DEPARTURE_WORD], qpn))
+            departure = self._words[qpn * QP_TX_WORDS + DEPARTURE_WORD]
+            heapq.heappush(self._heap, (max(0, departure - self.lead_ns), qpn))
 
     def run(self, duration_s: float | None = None, until=None) -> None:
         """Send until every queue is empty, duration_s has passed, or
@@ -271,14 +277,14 @@ class TxEngine:
         burst, when = self._burst, ctypes.c_uint64()
         when_ref = ctypes.byref(when)
         end = clock(clock_id) + int(duration_s * 1e9) if duration_s is not None else (1 << 63)
-        heap, qps = self._heap, self.qps
+        heap, qps, lead = self._heap, self.qps, self.lead_ns
         while heap:
-            departure, qpn = heap[0]
+            due, qpn = heap[0]
             now = clock(clock_id)
             if now >= end or until is not None and until():
                 return
-            if departure - now > SPIN_BELOW_NS:
-                time.sleep((departure - now - SPIN_BELOW_NS) / 1e9)
+            if due - now > SPIN_BELOW_NS:
+                time.sleep((due - now - SPIN_BELOW_NS) / 1e9)
                 continue
             qp = qps[qpn]
             if qp.head is None:
@@ -286,7 +292,7 @@ class TxEngine:
             # C may wait for this QP's departure, but not past another's or the end
             not_after = min(heap[1][0], heap[2][0], end) if len(heap) > 2 else \
                 min(heap[1][0], end) if len(heap) > 1 else end
-            status = burst(qp.ref, not_after, SPIN_BELOW_NS, MAX_BURST, when_ref)
+            status = burst(qp.ref, lead, not_after, SPIN_BELOW_NS, MAX_BURST, when_ref)
             if status == TX_MESSAGE_DONE:
                 done = qp.finish_head()
                 if qp.queue:

@@ -56,8 +56,8 @@ def library() -> ctypes.CDLL:
         getattr(lib, name).restype = ctypes.c_size_t
     lib.tx_frame_patch.argtypes = [ctypes.POINTER(TxFrame), ctypes.c_uint32]
     lib.tx_frame_patch.restype = None
-    lib.tx_burst.argtypes = [ctypes.POINTER(TxQp), ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint32,
-                             u64p]
+    lib.tx_burst.argtypes = [ctypes.POINTER(TxQp), ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
+                             ctypes.c_uint32, u64p]
     lib.tx_burst.restype = ctypes.c_int
     lib.tx_bare_send.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint64, u64p]
     lib.tx_bare_send.restype = ctypes.c_uint64

@@ -70,22 +70,47 @@ def _interrupts_raise():
             signal.signal(s, h)
 
 
-def resolve_delay_method(asked: str) -> str:
-    """netem where the kernel has it (unless told otherwise), else delay is
-    applied at the endpoints (the TX engine holds sends; the RP applies a
-    CNP's effect once its due time passes)."""
-    problem = qdisc_problem("netem")
+FQ_LIMIT_PACKETS = 10_000
+
+
+def _resolve(key: str, asked: str, qdisc: str, with_it: str, without_it: str) -> str:
+    """A choice that depends on whether a qdisc exists here: 'auto' picks
+    with_it where it does; asking for with_it where it does not is an error
+    before anything is built."""
+    problem = qdisc_problem(qdisc)
     if asked == "auto":
-        return "endpoint" if problem else "netem"
-    if asked == "netem" and problem:
-        raise ScenarioError(f"emulation.delay_method: netem is not available here ({problem})")
+        return without_it if problem else with_it
+    if asked == with_it and problem:
+        raise ScenarioError(f"{key}: {with_it} needs sch_{qdisc}, which is not available here ({problem})")
     return asked
 
 
-def _leaf_qdisc(scenario: Scenario, delay_method: str) -> str:
+def resolve_delay_method(asked: str) -> str:
+    """netem where the kernel has it (unless told otherwise), else the links
+    add no delay (see docs/scenario.md)."""
+    return _resolve("emulation.delay_method", asked, "netem", "netem", "endpoint")
+
+
+def resolve_pacer(asked: str) -> str:
+    """kernel (nic_tx stamps skb->tstamp, sch_fq on each host NIC holds
+    packets until then) where sch_fq exists, else cooperative (the TX
+    engine waits for each departure time)."""
+    return _resolve("emulation.pacer", asked, "fq", "kernel", "cooperative")
+
+
+def leaf_qdisc(scenario: Scenario, delay_method: str, pacer: str, port) -> str:
+    """The qdisc under a port's HTB class: the port's buffer, with the link's
+    delay where netem does it. With the kernel pacer, a host NIC's leaf is
+    sch_fq, and the delay of its uplink moves to the switch port facing the
+    host (which then delays twice): every path and RTT keeps its length."""
+    host_nic = port.node in scenario.hosts
+    if pacer == "kernel" and host_nic:
+        # every QP of a host leaves through one packet socket: one fq flow
+        return f"fq limit {FQ_LIMIT_PACKETS} flow_limit {FQ_LIMIT_PACKETS}"
     if delay_method == "netem":
         packets = max(1, scenario.buffer_bytes // (scenario.mtu_bytes + 14))
-        return f"netem delay {max(1, scenario.live_delay_ns // 1000)}us limit {packets}"
+        hops = 2 if pacer == "kernel" and port.faces == "host" else 1
+        return f"netem delay {max(1, hops * scenario.live_delay_ns // 1000)}us limit {packets}"
     return f"bfifo limit {scenario.buffer_bytes}"
 
 
@@ -124,12 +149,14 @@ class Testbed:
     @classmethod
     def up(cls, scenario: Scenario, store: StateStore, scenario_path: str | None = None) -> "Testbed":
         delay_method = resolve_delay_method(scenario.delay_method)
+        pacer = resolve_pacer(scenario.pacer)
         run_id = _new_run_id(store)
         plan = plan_topology(scenario, run_id)
         record = {
             "run_id": run_id, "status": "building", "pid": os.getpid(),
             "created_unix_s": time.time(), "scenario_path": scenario_path,
             "scenario": asdict(scenario), "delay_method": delay_method,
+            "pacer": pacer,
             "namespaces": [], "prog_ids": [],
             "hosts": {h: {"netns": plan.netns(h), "addr": plan.host_addr(h)} for h in plan.hosts},
         }
@@ -158,9 +185,10 @@ class Testbed:
         for node in self.plan.nodes:
             create_veths(self.plan, node)   # ip -n: acts inside the named namespace only
         xdp_fd = self._load_pass_through() if self.plan.scenario.xdp_mode == "native" else None
-        leaf = _leaf_qdisc(self.plan.scenario, delay_method)
+        leaves = {p.ifindex: leaf_qdisc(self.plan.scenario, delay_method, self.record["pacer"], p)
+                  for node in self.plan.nodes for p in self.plan.ports(node)}
         for node in self.plan.nodes:
-            run_in_netns(self.netns(node), configure_node, self.plan, node, xdp_fd, leaf,
+            run_in_netns(self.netns(node), configure_node, self.plan, node, xdp_fd, leaves,
                          timeout_s=STEP_TIMEOUT_S)
         self.record["status"] = "up"
         self.store.write(self.record)

@@ -55,7 +55,8 @@ def _summary(rec: dict) -> str:
     live_mbps = sc["rate_gbps"] * 1e3 / sc["dilation"]
     return (f"{sc['name']}: {topo}, {len(sc['hosts'])} hosts, links {sc['rate_gbps']:g} Gbit/s "
             f"/ {sc['dilation']:g} = {live_mbps:g} Mbit/s live, MTU {sc['mtu_bytes']}, "
-            f"XDP {sc['xdp_mode']}, delay {sc['delay_ns']} ns by {rec['delay_method']}")
+            f"XDP {sc['xdp_mode']}, delay {sc['delay_ns']} ns by {rec['delay_method']}, "
+            f"{rec.get('pacer', 'cooperative')} pacer")
 
 
 def _pick(store: StateStore, run_id: str | None) -> str:

@@ -55,7 +55,7 @@ def _batch(command: list[str], lines: list[str]) -> None:
         raise RuntimeError(f"{' '.join(command)}: {proc.stderr.strip()}")
 
 
-def configure_node(plan: Plan, node: str, xdp_fd: int | None, leaf_qdisc: str) -> None:
+def configure_node(plan: Plan, node: str, xdp_fd: int | None, leaf_qdiscs: dict[int, str]) -> None:
     """Addresses, static neighbours, routes and egress qdiscs of one node,
     and the pass-through XDP program on ports facing hosts (native mode)."""
     from pyroute2 import IPRoute
@@ -84,7 +84,7 @@ def configure_node(plan: Plan, node: str, xdp_fd: int | None, leaf_qdisc: str) -
             else:
                 ipr.route("add", dst=dst, multipath=hops)
 
-    _add_qdiscs(plan, node, leaf_qdisc)
+    _add_qdiscs(plan, node, leaf_qdiscs)
     if xdp_fd is not None:
         from bcc import BPF
 
@@ -96,9 +96,9 @@ def configure_node(plan: Plan, node: str, xdp_fd: int | None, leaf_qdisc: str) -
                 BPF.attach_xdp(port.ifname, fn, XDP_FLAGS["native"])
 
 
-def egress_commands(plan: Plan, node: str, leaf_qdisc: str) -> list[str]:
-    """tc batch lines: HTB at the port's live rate, with the given leaf
-    qdisc holding the port's buffer (or emulating delay)."""
+def egress_commands(plan: Plan, node: str, leaf_qdiscs: dict[int, str]) -> list[str]:
+    """tc batch lines: HTB at the port's live rate, with the port's leaf
+    qdisc (by ifindex) holding its buffer, emulating delay or pacing."""
     mtu_frame = plan.scenario.mtu_bytes + 14
     lines = []
     for port in plan.ports(node):
@@ -109,13 +109,13 @@ def egress_commands(plan: Plan, node: str, leaf_qdisc: str) -> list[str]:
             f"qdisc add dev {port.ifname} root handle 1: htb default 1",
             f"class add dev {port.ifname} parent 1: classid 1:1 htb rate {port.rate_bps}bit "
             f"ceil {port.rate_bps}bit burst {burst}b cburst {burst}b quantum {mtu_frame}",
-            f"qdisc add dev {port.ifname} parent 1:1 handle 10: {leaf_qdisc}",
+            f"qdisc add dev {port.ifname} parent 1:1 handle 10: {leaf_qdiscs[port.ifindex]}",
         ]
     return lines
 
 
-def _add_qdiscs(plan: Plan, node: str, leaf_qdisc: str) -> None:
-    _batch(["tc", "-n", plan.netns(node)], egress_commands(plan, node, leaf_qdisc))
+def _add_qdiscs(plan: Plan, node: str, leaf_qdiscs: dict[int, str]) -> None:
+    _batch(["tc", "-n", plan.netns(node)], egress_commands(plan, node, leaf_qdiscs))
 
 
 def steer_receive(ifnames: list[str], cpus: set[int]) -> None:

@@ -22,6 +22,7 @@ HOST_NAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 TOPOLOGY_KINDS = ("tor", "leaf-spine")
 XDP_MODES = ("generic", "native")
 DELAY_METHODS = ("auto", "netem", "endpoint")
+PACERS = ("auto", "kernel", "cooperative")
 
 
 class ScenarioError(ValueError):
@@ -43,6 +44,7 @@ class Scenario:
     dilation: float
     xdp_mode: str
     delay_method: str           # as asked: auto, netem or endpoint
+    pacer: str = "auto"         # as asked: auto, kernel (sch_fq) or cooperative
     live: object = None         # dataplane.emulator.LiveCC: [dcqcn] and [ecn]
     traffic: object = None      # testbed.live_spec.TrafficSpec: [traffic]
 
@@ -85,6 +87,7 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], object]]] = {
         "dilation": ((int, float), 100),
         "xdp_mode": (str, "generic"),
         "delay_method": (str, "auto"),
+        "pacer": (str, "auto"),
     },
 }
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", list: "a list"}
@@ -187,6 +190,8 @@ def parse_scenario(data: dict) -> Scenario:
     if emu["delay_method"] not in DELAY_METHODS:
         _fail("emulation.delay_method",
               f"must be one of {', '.join(DELAY_METHODS)}, got {emu['delay_method']!r}")
+    if emu["pacer"] not in PACERS:
+        _fail("emulation.pacer", f"must be one of {', '.join(PACERS)}, got {emu['pacer']!r}")
     mtu = links["mtu_bytes"]
     if not MIN_MTU <= mtu <= VETH_MAX_MTU:
         _fail("links.mtu_bytes", f"must be {MIN_MTU}..{VETH_MAX_MTU} (the veth maximum), got {mtu}")
@@ -198,7 +203,8 @@ def parse_scenario(data: dict) -> Scenario:
         name=general["name"], kind=kind, hosts=hosts, leaves=leaves, spines=spines,
         oversubscription=float(topo["oversubscription"]), rate_gbps=float(links["rate_gbps"]),
         delay_ns=links["delay_ns"], mtu_bytes=mtu, buffer_bytes=links["buffer_bytes"],
-        dilation=float(emu["dilation"]), xdp_mode=emu["xdp_mode"], delay_method=emu["delay_method"])
+        dilation=float(emu["dilation"]), xdp_mode=emu["xdp_mode"], delay_method=emu["delay_method"],
+        pacer=emu["pacer"])
     for key, rate_gbps in (("links.rate_gbps", scenario.rate_gbps),
                            ("topology.oversubscription", scenario.fabric_rate_gbps)):
         live = rate_gbps * 1e9 / scenario.dilation

@@ -34,7 +34,7 @@ def _default_testbed(**tables):
         yield scenario, testbed
 
 
-def _run(flows, duration_s, settle_s=0.5):
+def _run(flows, duration_s, settle_s=0.5, pacer="auto", hooks=None):
     """Returns the result, the bottleneck's model queue samples and how many
     packets its qdisc dropped (a full buffer at start-up, before DCQCN cut
     the rates: the queue reached 600 KB of 1 MB in one run)."""
@@ -42,8 +42,8 @@ def _run(flows, duration_s, settle_s=0.5):
     from testbed import probes
     from testbed.isolated import run_in_netns
 
-    with _default_testbed() as (scenario, testbed):
-        result = run_flows(testbed, scenario.live, flows, duration_s, settle_s=settle_s)
+    with _default_testbed(emulation={"pacer": pacer}) as (scenario, testbed):
+        result = run_flows(testbed, scenario.live, flows, duration_s, settle_s=settle_s, hooks=hooks)
         port = testbed.plan.ports("s0")[2]                          # s0's port to h2
         drops = run_in_netns(testbed.netns("s0"), probes.qdisc_drops, port.ifname)
         return result, result.queue_samples[port.ifindex], drops
@@ -52,7 +52,8 @@ def _run(flows, duration_s, settle_s=0.5):
 def _common_checks(result, switch_drops):
     assert result.send_errors == 0
     for f in result.flows:
-        assert f.early_packets == 0                                  # the engine obeyed the pacer
+        if result.pacer == "cooperative":
+            assert f.early_packets == 0                              # the engine obeyed the pacer
         assert f.fidelity.rate_ratio_p50 == pytest.approx(1.0, abs=0.02)
         assert f.fidelity.good_windows >= 0.85, f.fidelity
         assert f.fidelity.valid, f.fidelity
@@ -85,6 +86,24 @@ def test_two_flows_share_the_bottleneck_evenly():
     # the marking band is 5 KB .. 200 KB: the queue lives around it
     assert 5_000 <= np.median(q) <= 200_000, np.percentile(q, [10, 50, 90])
     assert np.percentile(q, 90) <= 400_000
+    _common_checks(result, drops)
+
+
+@pytest.mark.skipif(bool(__import__("testbed.features", fromlist=["x"]).qdisc_problem("fq")),
+                    reason="sch_fq is absent here: no kernel pacer")
+def test_the_kernel_pacer_holds_early_packets_to_their_departure_time():
+    """The engine hands packets to the kernel ahead of their departure
+    time; sch_fq on the host NIC holds them: a flow capped at half the
+    line still gets half, not more."""
+    from dataplane.cc import hook
+
+    result, _queue, drops = run_sandboxed(_run, [("h0", "h2")], 3.0, 0.5, "kernel",
+                                          {0: hook(cap_frac=0.5)}, timeout_s=300)
+    assert result.pacer == "kernel"
+    (f,) = result.flows
+    assert f.early_packets > 0                                       # handed over ahead, on purpose
+    shares = result.shares(0.5, 0.5)
+    assert len(shares) >= 4 and all(0.45 <= s[0] <= 0.55 for s in shares), shares
     _common_checks(result, drops)
 
 

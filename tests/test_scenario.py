@@ -47,6 +47,7 @@ BAD = [
     ({"traffic": {"flows": [["h0", "h0"]]}}, "traffic.flows", "two different hosts"),
     ({"traffic": {"duration_s": -1}}, "traffic.duration_s", "must be in"),
     ({"dcqcn": {"roce_mtu": 4096}, "links": {"mtu_bytes": 3000}}, "dcqcn.roce_mtu", "does not fit"),
+    ({"emulation": {"pacer": "fast"}}, "emulation.pacer", "must be one of"),
 ]
 
 
@@ -90,6 +91,45 @@ def test_testbed_up_rejects_bad_input_with_exit_2_one_line_and_makes_nothing(tmp
     assert len(lines) == 1 and key + ":" in lines[0] and reason in lines[0]
     assert not state.exists()
     assert subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout == before
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("key,value,qdisc", [("pacer", "kernel", "fq"), ("delay_method", "netem", "netem")])
+def test_asking_for_a_qdisc_the_kernel_lacks_exits_2_and_makes_nothing(tmp_path, key, value, qdisc):
+    from testbed.features import qdisc_problem
+
+    if not qdisc_problem(qdisc):
+        pytest.skip(f"sch_{qdisc} exists here")
+    test_testbed_up_rejects_bad_input_with_exit_2_one_line_and_makes_nothing(
+        tmp_path, {"emulation": {key: value}}, f"emulation.{key}", f"needs sch_{qdisc}")
+
+
+@pytest.mark.parametrize("delay_method", ["netem", "endpoint"])
+def test_the_kernel_pacer_puts_fq_on_host_nics_and_keeps_every_path_delay(delay_method):
+    from testbed.builder import leaf_qdisc
+
+    sc = parse_scenario({"topology": {"kind": "leaf-spine", "hosts": 4, "leaves": 2, "spines": 2}})
+    plan = plan_topology(sc, "p0001")
+
+    def path_delay_us(pacer, src, dst):
+        """Host NIC, then one of each ECMP choice of switch ports."""
+        switch_ports = plan.path_ports(src, dst)
+        crossed = [plan.ports(src)[0]] + (switch_ports if len(switch_ports) == 1 else
+                                          [switch_ports[0], switch_ports[-2], switch_ports[-1]])
+        total = 0
+        for port in crossed:
+            leaf = leaf_qdisc(sc, delay_method, pacer, port)
+            total += int(leaf.split("delay ")[1].split("us")[0]) if "netem" in leaf else 0
+        return total
+
+    for port in (p for node in plan.nodes for p in plan.ports(node)):
+        kernel, cooperative = (leaf_qdisc(sc, delay_method, pacer, port) for pacer in ("kernel", "cooperative"))
+        assert kernel.startswith("fq ") == (port.node in sc.hosts)
+        assert not cooperative.startswith("fq")
+    for src, dst in (("h0", "h1"), ("h0", "h3"), ("h3", "h0")):
+        assert path_delay_us("kernel", src, dst) == path_delay_us("cooperative", src, dst)
+        if delay_method == "netem":
+            assert path_delay_us("kernel", src, dst) > 0
 
 
 def _reachable(plan, src: str, dst_addr: str) -> bool:

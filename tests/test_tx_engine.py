@@ -192,3 +192,17 @@ def test_bad_messages_are_refused_with_a_reason(setup):
         engine.post(QPN, 0)
     with pytest.raises(ValueError, match="write or send"):
         engine.post(QPN, 10, kind="read")
+
+
+def test_with_a_lead_packets_go_that_long_before_their_departure(setup):
+    """The kernel pacer's mode: sch_fq, not the engine, holds each packet
+    until its departure time."""
+    engine, wire, departures, *_ = setup
+    engine.lead_ns = lead = 15_000_000
+    departure = now_ns() + 20_000_000
+    departures.words()[QPN * QP_TX_WORDS + DEPARTURE_WORD] = departure
+    engine.post(QPN, MTU)
+    engine.run(duration_s=5)
+    log = engine.qps[QPN].log
+    assert len(wire.close()) == 1
+    assert departure - lead <= log["sent_ns"][0] < departure and log["late_ns"][0] < 0

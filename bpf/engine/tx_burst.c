@@ -39,7 +39,8 @@ struct tx_log_entry {
 	uint64_t sent_ns;
 	uint32_t wire_bytes;
 	uint32_t rate;			/* BPF rate after the packet, Q20 */
-	int64_t late_ns;		/* against the departure time */
+	int64_t late_ns;		/* against the departure time (< 0: early, for
+				 * the kernel pacer to hold) */
 };
 
 struct tx_qp {
@@ -121,6 +122,14 @@ static int credit_exhausted(const struct tx_credit *c)
 	return c->sent > delivered && c->sent - delivered > c->budget;
 }
 
+/* When the QP's next packet may be handed to the kernel. */
+static uint64_t due_time(const struct tx_qp *qp, uint64_t lead_ns)
+{
+	uint64_t departure = *qp->departure;
+
+	return departure > lead_ns ? departure - lead_ns : 0;
+}
+
 static const struct tx_frame *next_frame(const struct tx_qp *qp)
 {
 	if (qp->msg_sent == 0)
@@ -129,22 +138,23 @@ static const struct tx_frame *next_frame(const struct tx_qp *qp)
 }
 
 /* Send the head message's packets while the QP is due and no other QP is
- * due before it: a departure up to spin_ns ahead (and not after
- * not_after, the other QPs' earliest) is waited for here; at most
- * max_packets per call. */
-enum tx_status tx_burst(struct tx_qp *qp, uint64_t not_after, uint64_t spin_ns,
+ * due before it. A packet is due lead_ns before its departure time (the
+ * kernel pacer holds it from there; 0 for the cooperative pacer); a due
+ * time up to spin_ns ahead (and not after not_after, the other QPs'
+ * earliest) is waited for here; at most max_packets per call. */
+enum tx_status tx_burst(struct tx_qp *qp, uint64_t lead_ns, uint64_t not_after, uint64_t spin_ns,
 			uint32_t max_packets, uint64_t *when)
 {
 	for (uint32_t n = 0;; n++) {
-		uint64_t departure = *qp->departure;
+		uint64_t due = due_time(qp, lead_ns);
+		uint64_t departure = due + lead_ns;
 		uint64_t now = clock_ns();
 
-		if (departure > not_after || n == max_packets ||
-		    (departure > now && departure - now > spin_ns)) {
-			*when = departure;
+		if (due > not_after || n == max_packets || (due > now && due - now > spin_ns)) {
+			*when = due;
 			return TX_WAIT;
 		}
-		while (now < departure)
+		while (now < due)
 			now = clock_ns();
 		uint64_t pause = qp->n_pause ? paused_until(qp) : 0;
 		if (pause > now) {
@@ -157,7 +167,7 @@ enum tx_status tx_burst(struct tx_qp *qp, uint64_t not_after, uint64_t spin_ns,
 			return TX_NO_CREDIT;
 		}
 		if (qp->log && qp->log_len == qp->log_cap) {
-			*when = departure;
+			*when = due;
 			return TX_LOG_FULL;
 		}
 		const struct tx_frame *f = next_frame(qp);
@@ -183,7 +193,7 @@ enum tx_status tx_burst(struct tx_qp *qp, uint64_t not_after, uint64_t spin_ns,
 			e->late_ns = (int64_t)(now - departure);
 		}
 		if (qp->msg_sent >= qp->msg_len) {
-			*when = *qp->departure;
+			*when = due_time(qp, lead_ns);
 			return TX_MESSAGE_DONE;
 		}
 	}
