@@ -52,7 +52,7 @@ int nic_tx(struct __sk_buff *skb)
 	struct qp_tx *tx;
 	struct prc_hook hook = {};
 	__u32 zero = 0, qpn, rate, alpha;
-	__u64 now, departure;
+	__u64 now, departure, cnp_at;
 	__u16 old_word, new_word;
 	int bytes;
 
@@ -89,6 +89,9 @@ int nic_tx(struct __sk_buff *skb)
 	qp_hook(ctx, &hook);
 	now = bpf_ktime_get_ns();
 	bpf_spin_lock(&cc->lock);
+	cnp_at = nic_cnp_due(cc, now);
+	if (cnp_at)
+		dcqcn_on_cnp(&cc->st, p, &hook, cnp_at);
 	dcqcn_on_tx(&cc->st, p, &hook, bytes, now);
 	rate = cc->st.rc;
 	alpha = cc->st.alpha;
@@ -128,10 +131,10 @@ int nic_rx(struct xdp_md *xdp)
 	struct qp_rx *rx;
 	struct crc32_table *tab;
 	struct prc_hook hook = {};
-	__u32 zero = 0, qpn, psn, remote;
-	__u64 now;
+	__u32 zero = 0, qpn, psn, remote, delay;
+	__u64 now, cnp_at;
 	__u8 opcode;
-	int bytes, ce, frame_bytes = bpf_xdp_get_buff_len(xdp);
+	int merged = 0, bytes, ce, frame_bytes = bpf_xdp_get_buff_len(xdp);
 
 	cursor_init(&c, data, data_end);
 	bytes = parse_roce(&c, frame_bytes, &bth);
@@ -159,10 +162,15 @@ int nic_rx(struct xdp_md *xdp)
 		if (!p || !cc || !tx)
 			return XDP_PASS;
 		qp_hook(ctx, &hook);
+		delay = ctx->cnp_delay_ns;
 		bpf_spin_lock(&cc->lock);
-		dcqcn_on_cnp(&cc->st, p, &hook, now);
+		cnp_at = nic_cnp_arrives(cc, now, delay, &merged);
+		if (cnp_at)
+			dcqcn_on_cnp(&cc->st, p, &hook, cnp_at);
 		bpf_spin_unlock(&cc->lock);
 		__sync_fetch_and_add(&tx->cnps_received, 1);
+		if (merged)
+			__sync_fetch_and_add(&tx->cnps_merged, 1);
 		return (cfg->flags & NIC_F_PASS_DATA) ? XDP_PASS : XDP_DROP;
 	}
 	if (!roce_is_data(opcode))

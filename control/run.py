@@ -42,6 +42,7 @@ def summarize(result, scenario) -> dict:
                       "delivered_mbps_live": share * scenario.live_rate_bps / 1e6,
                       "packets_sent": f.packets_sent, "packets_received": f.packets_received,
                       "early_packets": f.early_packets, "ce_packets": f.ce_packets, "cnps": f.cnps,
+                      "cnps_merged": f.cnps_merged,
                       "lateness_p50_us": f.fidelity.lateness_p50_us,
                       "lateness_p99_us": f.fidelity.lateness_p99_us,
                       "rate_ratio_p50": f.fidelity.rate_ratio_p50,

@@ -119,7 +119,7 @@ class Emulator:
             raise ValueError(f"at most {MAX_QPS - 1} QPs")
         send_qpn, recv_qpn = self._next_qpn, self._next_qpn + 1
         self._next_qpn += 2
-        self.nic.add_qp(send_qpn, recv_qpn, proc)
+        self.nic.add_qp(send_qpn, recv_qpn, proc, self.cnp_delay_ns(src, dst))
         self.nic.add_qp(recv_qpn, send_qpn, proc)
         port = self.plan.ports(src)[0]
         peer = self.plan.peer(port)
@@ -139,6 +139,13 @@ class Emulator:
             self.engine.set_lossless(send_qpn, [p.ifindex * PORT_STATS_WORDS + PAUSE_UNTIL_WORD
                                                 for p in path], credit)
         return send_qpn, recv_qpn
+
+    def cnp_delay_ns(self, src: str, dst: str) -> int:
+        """The feedback delay a CNP waits at the sender where the links add
+        none (delay method "endpoint"), else 0."""
+        if self.testbed.record.get("delay_method") != "endpoint":
+            return 0
+        return self.plan.feedback_delay_ns(src, dst)
 
     def map_ids(self) -> dict[str, int]:
         """Ids of the maps `prc-emu top` reads from another process."""

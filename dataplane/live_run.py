@@ -26,6 +26,7 @@ class FlowResult:
     early_packets: int = 0
     ce_packets: int = 0
     cnps: int = 0
+    cnps_merged: int = 0            # arrived while another waited for its due time (dropped)
     fidelity: QpFidelity | None = None
 
 
@@ -127,6 +128,7 @@ def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: f
             tx, rx = emu.tx_view[f.send_qpn], emu.rx_view[f.recv_qpn]
             f.packets_sent, f.early_packets = qp.packets, tx.early_packets
             f.packets_received, f.ce_packets, f.cnps = rx.packets, rx.ce_packets, rx.cnps_sent
+            f.cnps_merged = tx.cnps_merged
             f.fidelity = qp_fidelity(f.send_qpn, qp.log, result.line_rate_bps,
                                      since_ns=start + int(settle_s * 1e9))
         return result

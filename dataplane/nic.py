@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ctypes
 
-from dataplane.cc import Hook, Params
+from dataplane.cc import Hook, Params, State
 
 MAX_QPS = 4096
 MAX_PROCS = 256
@@ -24,13 +24,20 @@ class NicConfig(ctypes.Structure):
 
 class QpCtx(ctypes.Structure):
     _fields_ = [("remote_qpn", ctypes.c_uint32), ("proc", ctypes.c_uint32),
-                ("flags", ctypes.c_uint32), ("reserved", ctypes.c_uint32)]
+                ("flags", ctypes.c_uint32), ("cnp_delay_ns", ctypes.c_uint32)]
+
+
+class QpCc(ctypes.Structure):
+    """struct qp_cc: the lock (opaque here), the CC state, a waiting CNP."""
+
+    _fields_ = [("lock", ctypes.c_uint32), ("reserved", ctypes.c_uint32), ("st", State),
+                ("cnp_due_ns", ctypes.c_uint64)]
 
 
 class QpTx(ctypes.Structure):
     _fields_ = [(name, ctypes.c_uint64) for name in (
         "next_departure_ns", "packets", "bytes", "early_packets", "rate", "alpha",
-        "cnps_received", "reserved")]
+        "cnps_received", "cnps_merged")]
 
 
 class QpRx(ctypes.Structure):
@@ -94,10 +101,15 @@ class Nic:
             min_time_between_cnps_ns=min_time_between_cnps_ns, flags=flags))
         self._set("cc_params", 0, params)
 
-    def add_qp(self, qpn: int, remote_qpn: int, proc: int = 0) -> None:
+    def add_qp(self, qpn: int, remote_qpn: int, proc: int = 0, cnp_delay_ns: int = 0) -> None:
+        """cnp_delay_ns: CNPs to this QP take effect that long after they
+        arrive (the feedback delay of links that add none)."""
         if not 0 < qpn < MAX_QPS or not 0 <= proc < MAX_PROCS:
             raise ValueError(f"QPN must be 1..{MAX_QPS - 1} and process 0..{MAX_PROCS - 1}")
-        self._set("qp_ctx", qpn, QpCtx(remote_qpn=remote_qpn, proc=proc, flags=QP_F_VALID))
+        if not 0 <= cnp_delay_ns < 2**32:
+            raise ValueError(f"CNP delay must be 0..{2**32 - 1} ns, got {cnp_delay_ns}")
+        self._set("qp_ctx", qpn, QpCtx(remote_qpn=remote_qpn, proc=proc, flags=QP_F_VALID,
+                                       cnp_delay_ns=cnp_delay_ns))
 
     def set_hook(self, proc: int, hook: Hook) -> None:
         self._set("proc_hook", proc, hook)
@@ -108,10 +120,11 @@ class Nic:
     def rx(self, qpn: int) -> QpRx:
         return self._get("qp_rx", qpn, QpRx)
 
+    def cc(self, qpn: int) -> "QpCc":
+        return self._get("qp_cc", qpn, QpCc)
+
     def cc_state(self, qpn: int):
-        from dataplane.cc import State
-        raw = bytes(self.bpf["qp_cc"][self.bpf["qp_cc"].Key(qpn)])
-        return State.from_buffer_copy(raw[8:])      # after the lock and its padding
+        return self.cc(qpn).st
 
     def reset(self, qps=range(MAX_QPS), procs=range(MAX_PROCS)) -> None:
         """Zero the per-QP and per-process entries (array maps cannot be

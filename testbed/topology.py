@@ -87,6 +87,16 @@ class Plan:
         return uplinks + downlinks + last_hop
 
 
+    def feedback_delay_ns(self, src: str, dst: str) -> int:
+        """Live time from a packet being ECN-marked to its CNP reaching the
+        sender: the round trip less the sender's first link, which a packet
+        crosses before a switch can mark it. Exact when the first switch
+        port on the path marks; one link's delay too long for each switch
+        port crossed before a later one marks."""
+        links_one_way = 1 + (1 if self.host_switch[src] == self.host_switch[dst] else 3)
+        return (2 * links_one_way - 1) * self.scenario.live_delay_ns
+
+
 def _ifindex(link_idx: int, side: int) -> int:
     return FIRST_IFINDEX + 2 * link_idx + side
 

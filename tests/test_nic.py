@@ -10,8 +10,8 @@ import zlib
 import pytest
 
 from dataplane import roce, tshark
-from dataplane.cc import EV_CNP, DcqcnConfig, Event, Hook, HostCC, State
-from dataplane.nic import (F_KERNEL_PACER, F_PASS_DATA, MAX_QPS, Nic, NicConfig, QpCtx, QpRx, QpTx,
+from dataplane.cc import EV_CNP, EV_TX, DcqcnConfig, Event, Hook, HostCC
+from dataplane.nic import (F_KERNEL_PACER, F_PASS_DATA, MAX_QPS, Nic, NicConfig, QpCc, QpCtx, QpRx, QpTx,
                            crc32_table, sender_sport)
 from dataplane.prog_test_run import prog_test_run
 from frames import IP_AT, mutated_frames
@@ -22,6 +22,7 @@ TC_ACT_OK = 0
 SKB_CTX_BYTES, SKB_TSTAMP_AT = 192, 152          # struct __sk_buff (uapi)
 LINE_BPS = 1e9
 SENDER, RECEIVER = 5, 9                           # a connection: QP 5 sends to QP 9
+SLACK_NS = 20_000
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def loaded_nic():
 @pytest.fixture
 def nic(loaded_nic):
     loaded_nic.reset(qps=range(16), procs=range(4))
-    loaded_nic.configure(LINE_BPS, 20_000, 50_000, DcqcnConfig().params())
+    loaded_nic.configure(LINE_BPS, SLACK_NS, 50_000, DcqcnConfig().params())
     loaded_nic.add_qp(SENDER, RECEIVER)
     loaded_nic.add_qp(RECEIVER, SENDER)
     return loaded_nic
@@ -63,9 +64,9 @@ def ip_checksum_ok(frame: bytes) -> bool:
 
 
 def test_map_structs_match_their_mirrors(nic):
-    for name, mirror in [("nic_config", NicConfig), ("qp_ctx", QpCtx), ("qp_tx", QpTx), ("qp_rx", QpRx)]:
+    for name, mirror in [("nic_config", NicConfig), ("qp_ctx", QpCtx), ("qp_tx", QpTx), ("qp_rx", QpRx),
+                         ("qp_cc", QpCc)]:
         assert ctypes.sizeof(nic.bpf[name].Leaf) == ctypes.sizeof(mirror), name
-    assert ctypes.sizeof(nic.bpf["qp_cc"].Leaf) == 8 + ctypes.sizeof(State)
 
 
 def test_crc_table_gives_zlibs_crc32():
@@ -120,6 +121,43 @@ def test_a_cnp_cuts_the_senders_rate_exactly_as_the_host_library(nic):
     host = HostCC().run(DcqcnConfig().params(), [Event(kind=EV_CNP, now_ns=t) for t in cut_times])
     assert nic.cc_state(SENDER).key() == host[-1].key()
     assert nic.tx(SENDER).cnps_received == 3
+
+
+def test_a_delayed_cnp_takes_effect_at_its_due_time(nic):
+    """Links without delay: the feedback delay is added at the reaction
+    point. A CNP waits; one arriving meanwhile is merged away; the next
+    CNP or packet after the due time applies it as of that time."""
+    delay = 3_000_000
+    nic.add_qp(SENDER, RECEIVER, cnp_delay_ns=delay)
+    fresh = nic.cc_state(SENDER).key()
+    cnp = roce.cnp_packet(SENDER, addr=roce.FlowAddr(sport=sender_sport(RECEIVER)))
+    assert rx(nic, cnp).verdict == XDP_DROP
+    due = nic.cc(SENDER).cnp_due_ns
+    assert due > 0 and nic.cc_state(SENDER).key() == fresh          # no effect yet
+    rx(nic, cnp)
+    assert nic.tx(SENDER).cnps_merged == 1 and nic.cc(SENDER).cnp_due_ns == due
+    time.sleep(delay / 1e9 + 0.001)
+    rx(nic, cnp)                                   # the waiting one applies; this one waits
+    (expected,) = HostCC().run(DcqcnConfig().params(), [Event(kind=EV_CNP, now_ns=due)])
+    assert nic.cc_state(SENDER).key() == expected.key()
+    second_due = nic.cc(SENDER).cnp_due_ns
+    assert second_due > due + delay and nic.tx(SENDER).cnps_received == 3
+    time.sleep(delay / 1e9 + 0.001)
+    frame = data()
+    before = time.clock_gettime_ns(time.CLOCK_MONOTONIC)        # bpf_ktime_get_ns's clock
+    tx(nic, frame)                                 # a packet after the due time applies it
+    after = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    assert nic.cc(SENDER).cnp_due_ns == 0
+    # the packet's time, from the departure it published: a fresh QP's
+    # departure is now - slack + its bytes at the rate after the packet
+    st = nic.cc_state(SENDER)
+    tx_ns = len(frame) * round(8e12 / LINE_BPS) * (1 << 20) // st.rc // 1000
+    sent_at = nic.tx(SENDER).next_departure_ns - tx_ns + SLACK_NS
+    assert before <= sent_at <= after
+    (*_, expected) = HostCC().run(DcqcnConfig().params(), [
+        Event(kind=EV_CNP, now_ns=due), Event(kind=EV_CNP, now_ns=second_due),
+        Event(kind=EV_TX, bytes=len(frame), now_ns=sent_at)])
+    assert st.key() == expected.key()
 
 
 def test_receive_accounting_counts_gaps_reordering_and_completions(nic):

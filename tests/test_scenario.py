@@ -132,6 +132,18 @@ def test_the_kernel_pacer_puts_fq_on_host_nics_and_keeps_every_path_delay(delay_
             assert path_delay_us("kernel", src, dst) > 0
 
 
+def test_the_feedback_delay_is_the_round_trip_less_the_senders_link():
+    tor = plan_topology(parse_scenario({}), "p0001")
+    d = tor.scenario.live_delay_ns
+    assert d == 100_000 and tor.feedback_delay_ns("h0", "h3") == 3 * d     # 4 links round trip
+    ls = plan_topology(parse_scenario({"topology": {"kind": "leaf-spine", "hosts": 4, "leaves": 2,
+                                                    "spines": 2}}), "p0002")
+    same_leaf = [h for h in ls.scenario.hosts if ls.host_switch[h] == ls.host_switch["h0"]][1]
+    other_leaf = next(h for h in ls.scenario.hosts if ls.host_switch[h] != ls.host_switch["h0"])
+    assert ls.feedback_delay_ns("h0", same_leaf) == 3 * d
+    assert ls.feedback_delay_ns("h0", other_leaf) == 7 * d                 # 8 links round trip
+
+
 def _reachable(plan, src: str, dst_addr: str) -> bool:
     """Walk the planned routes hop by hop (longest prefix match; every ECMP
     next hop must lead there) from host `src` to an address."""

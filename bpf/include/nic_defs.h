@@ -41,7 +41,10 @@ struct qp_ctx {
 	__u32 remote_qpn;		/* the peer QP: a CNP goes to it */
 	__u32 proc;			/* owning process: index into proc_hook */
 	__u32 flags;			/* QP_F_VALID */
-	__u32 reserved;
+	__u32 cnp_delay_ns;		/* a CNP to this (sending) QP takes effect
+					 * this long after it arrives: the
+					 * feedback delay links without delay
+					 * lack (0: at once) */
 };
 
 /* CC state of a sending QP: written by nic_rx (CNP) and nic_tx (bytes) on
@@ -50,6 +53,7 @@ struct qp_cc {
 	struct bpf_spin_lock lock;
 	__u32 reserved;
 	struct dcqcn_state st;
+	__u64 cnp_due_ns;		/* a CNP waiting to take effect (0: none) */
 };
 
 /* Sending side, per own QPN; user space mmaps it (the cooperative pacer
@@ -62,7 +66,7 @@ struct qp_tx {
 	__u64 rate;			/* Rc after the last packet, Q20 */
 	__u64 alpha;			/* after the last packet, Q20 */
 	__u64 cnps_received;
-	__u64 reserved;
+	__u64 cnps_merged;		/* arrived while another waited: dropped */
 };
 
 /* Receiving side, per destination QPN; mmapped for completions. */

@@ -93,4 +93,38 @@ static __always_inline void nic_account_rx(struct qp_rx *rx, __u32 psn, __u32 by
 		__sync_fetch_and_add(&rx->messages, 1);
 }
 
+/*
+ * Delayed CNPs, for links that add no delay: a CNP arriving at `now` takes
+ * effect at now + delay. At most one waits per QP; one arriving meanwhile
+ * is merged away (NPs send at most one per min_time_between_cnps, longer
+ * than the feedback delay at the default settings). With the QP's lock
+ * held: the time at which a CNP takes effect now (the one arriving, or
+ * the one that was waiting), or 0 for none.
+ */
+static __always_inline __u64 nic_cnp_arrives(struct qp_cc *cc, __u64 now, __u32 delay_ns,
+					     int *merged)
+{
+	__u64 due = cc->cnp_due_ns;
+
+	if (!delay_ns)
+		return now;
+	if (due && now < due) {
+		*merged = 1;
+		return 0;
+	}
+	cc->cnp_due_ns = now + delay_ns;
+	return due;
+}
+
+/* The waiting CNP's effect time once it has come, else 0 (lock held). */
+static __always_inline __u64 nic_cnp_due(struct qp_cc *cc, __u64 now)
+{
+	__u64 due = cc->cnp_due_ns;
+
+	if (!due || now < due)
+		return 0;
+	cc->cnp_due_ns = 0;
+	return due;
+}
+
 #endif /* PRC_NIC_LOGIC_H */
