@@ -29,8 +29,8 @@ def bpf_ns_per_event() -> list[tuple[str, float, float]]:
     host = HostCC()
     params = DcqcnConfig(rpg_byte_reset=16384, rate_reduce_monitor_period_us=0).params()
     template = host.run(params, [Event(kind=EV_CNP, now_ns=t) for t in (0, 10_000, 20_000)])[-1]
-    cc._params[cc._params.Key(0)] = cc._params.Leaf.from_buffer_copy(bytes(params))
-    cc._state[cc._state.Key(1)] = cc._state.Leaf.from_buffer_copy(bytes(template))
+    cc.set_params(params)
+    cc.set_state(template, slot=1)
     empty = compile_bpf("xdp_pass")
     empty_fd = empty.load_func("xdp_pass", BPF.XDP).fd
     rows = []

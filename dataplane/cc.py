@@ -188,12 +188,20 @@ class BpfCC:
         self._params = self.bpf["cc_params"]
         self._state = self.bpf["cc_state"]
 
+    def set_params(self, params: Params) -> None:
+        self._params[self._params.Key(0)] = self._params.Leaf.from_buffer_copy(bytes(params))
+
+    def set_state(self, state: State, slot: int = 0) -> None:
+        """Slot 0 is the state events change; slot 1 the template each run
+        starts from when built with from_template."""
+        self._state[self._state.Key(slot)] = self._state.Leaf.from_buffer_copy(bytes(state))
+
     def run(self, params: Params, events: list[Event], state: State | None = None) -> list[State]:
         from dataplane.prog_test_run import prog_test_run
 
         key = self._state.Key(0)
-        self._params[key] = self._params.Leaf.from_buffer_copy(bytes(params))
-        self._state[key] = self._state.Leaf.from_buffer_copy(bytes(state if state is not None else State()))
+        self.set_params(params)
+        self.set_state(state if state is not None else State())
         trace = []
         for ev in events:
             prog_test_run(self.fd, bytes(ev))

@@ -80,6 +80,16 @@ class Emulator:
         self.live = live
         if live.roce_mtu + ROCE_HEADROOM > sc.mtu_bytes:   # scenarios check this; direct callers too
             raise ValueError(f"RoCE MTU {live.roce_mtu} does not fit the links' MTU {sc.mtu_bytes}")
+        self.nic = self.switch = None
+        self.sockets, self._views = {}, []
+        try:
+            self._bring_up(testbed, live, engine_cpu)
+        except BaseException:
+            self.close()          # an attach that failed halfway leaves no fds or mappings behind
+            raise
+
+    def _bring_up(self, testbed, live: LiveCC, engine_cpu: int | None) -> None:
+        sc = self.plan.scenario
         self.nic = Nic()
         self.switch = SwitchPorts()
         self.pacer = testbed.record.get("pacer", "cooperative")
@@ -98,20 +108,23 @@ class Emulator:
             for node in self.plan.nodes:
                 run_in_netns(testbed.netns(node), steer_receive,
                              [p.ifname for p in self.plan.ports(node)], others)
-        self.sockets = {}
         for host in self.plan.hosts:
             nic_port = self.plan.ports(host)[0]
             run_in_netns(testbed.netns(host), _attach_host, nic_port.ifname, self.nic.tx_fn.fd,
                          self.nic.rx_fn.fd, XDP_FLAGS[sc.xdp_mode])
             self.sockets[host] = open_packet_socket(testbed.netns(host), nic_port.ifname)
-        self.tx_view = MmapArray(self.nic.bpf["qp_tx"], QpTx)
-        self.rx_view = MmapArray(self.nic.bpf["qp_rx"], QpRx)
-        self.stats_view = MmapArray(self.switch.bpf["port_stats"], PortStats)
-        self._views = [self.tx_view, self.rx_view, self.stats_view]
+        self.tx_view = self._view(self.nic.bpf["qp_tx"], QpTx)
+        self.rx_view = self._view(self.nic.bpf["qp_rx"], QpRx)
+        self.stats_view = self._view(self.switch.bpf["port_stats"], PortStats)
         self.engine = TxEngine(self.tx_view, pauses=self.stats_view, deliveries=self.rx_view,
                                lead_ns=KERNEL_PACER_LEAD_NS if self.pacer == "kernel" else 0)
         self._credits: dict[int, PortCredit] = {}
         self._next_qpn = 1
+
+    def _view(self, table, leaf_type) -> MmapArray:
+        view = MmapArray(table, leaf_type)
+        self._views.append(view)
+        return view
 
     def connect(self, src: str, dst: str, proc: int = 0) -> tuple[int, int]:
         """An RC connection src -> dst: (sending QPN, receiving QPN)."""
@@ -162,5 +175,6 @@ class Emulator:
             sock.close()
         for view in self._views:
             view.close()
-        self.nic.close()
-        self.switch.close()
+        for program in (self.nic, self.switch):
+            if program is not None:
+                program.close()

@@ -202,3 +202,27 @@ def test_lossless_mode_turns_incast_drops_into_pauses():
         assert f.packets_received == f.packets_sent                # nothing lost
     shares = result.shares(1.0, 1.0)
     assert all(sum(w) >= 0.85 for w in shares), shares             # pausing still fills the link
+
+
+def _attach_into_a_vanished_host():
+    import os
+    import subprocess
+
+    from dataplane.emulator import Emulator
+
+    with _default_testbed() as (scenario, testbed):
+        subprocess.run(["ip", "netns", "del", testbed.netns("h3")], check=True)
+        fds = set(os.listdir("/proc/self/fd"))
+        try:
+            Emulator(testbed, scenario.live)
+        except Exception as exc:                  # the last host's attach fails
+            error = str(exc)
+        else:
+            error = None
+        return error, set(os.listdir("/proc/self/fd")) - fds
+
+
+def test_an_emulator_that_fails_halfway_leaves_no_descriptors_open():
+    error, leaked = run_sandboxed(_attach_into_a_vanished_host, timeout_s=300)
+    assert error is not None                                       # it did fail
+    assert leaked == set()
