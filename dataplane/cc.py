@@ -171,7 +171,7 @@ class HostCC:
 
 
 def build_host_library() -> Path:
-    return build_shared_library("prccc", CC_DIR / "host.c", list(CC_DIR.glob("*.h")))
+    return build_shared_library("prccc", [CC_DIR / "host.c"], list(CC_DIR.glob("*.h")))
 
 
 class BpfCC:

@@ -12,14 +12,15 @@ BUILD_DIR = BPF_DIR.parent / "build"
 CFLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-Wno-unknown-pragmas", "-shared", "-fPIC"]
 
 
-def build_shared_library(name: str, source: Path, depends: list[Path] = ()) -> Path:
-    """build/lib<name>-<hash>.so from source (and the headers it includes)."""
-    inputs = [source, *sorted(depends)]
+def build_shared_library(name: str, sources: list[Path], depends: list[Path] = ()) -> Path:
+    """build/lib<name>-<hash>.so from the C sources (and the headers they
+    include, in depends)."""
+    inputs = [*sources, *sorted(depends)]
     digest = hashlib.sha1(b"".join(p.read_bytes() for p in inputs)).hexdigest()[:12]
     out = BUILD_DIR / f"lib{name}-{digest}.so"
     if not out.exists():
         BUILD_DIR.mkdir(exist_ok=True)
         tmp = out.with_suffix(f".{id(out)}.tmp")     # concurrent builders do not collide
-        subprocess.run(["cc", *CFLAGS, "-o", str(tmp), str(source)], check=True)
+        subprocess.run(["cc", *CFLAGS, "-o", str(tmp), *map(str, sources)], check=True)
         tmp.rename(out)
     return out

@@ -6,8 +6,8 @@ patched (no scapy in the loop). A heap orders QPs by the departure time
 nic_tx publishes for them (the cooperative pacer): a QP's next packet
 leaves no earlier than that. nic_tx runs inside the send call, so the
 departure time it publishes is there to read when send() returns. The
-per-packet work -- patch, wait, send, log -- is C (tx_native); the heap,
-the queues and completions stay here, one C call per burst of a QP.
+per-packet work -- patch, wait, send, log -- and the heap are C
+(tx_native); message queues and completions stay here.
 
 Fidelity is part of the result: per packet, how late it left against its
 departure time, and the rate the QP achieved against the rate BPF set; a
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import heapq
 import time
 import zlib
 from collections import deque
@@ -28,21 +27,22 @@ import numpy as np
 
 from dataplane import roce
 from dataplane.fidelity import PACKET_LOG
-from dataplane.tx_native import (PSN_BITS, TX_LOG_FULL, TX_MESSAGE_DONE, TX_NO_CREDIT, TxCredit,
-                                 TxFrame, TxQp, library, u64p, word_pointers)
+from dataplane.tx_native import (PSN_BITS, TX_IDLE, TX_LOG_FULL, TX_MESSAGE_DONE, TxCredit, TxFrame,
+                                 TxQp, TxSched, TxSchedEntry, library, u64p, word_pointers)
 
 CLOCK = time.CLOCK_MONOTONIC          # the clock of bpf_ktime_get_ns
 BTH_AT = roce.ETH_BYTES + 20 + roce.UDP_BYTES
 PSN_AT = BTH_AT + 9                   # 24-bit PSN
 MASKED_PSN_AT = 8 + PSN_AT - roce.ETH_BYTES   # the same in the ICRC's masked copy
 SPIN_BELOW_NS = 500_000               # closer than this to a departure: spin, do not sleep
-MAX_BURST = 64                        # packets per C call: until() runs between calls
+MAX_BURST = 64                        # packets of one QP before C looks at the others
+SLICE_NS = 1_000_000                  # C returns at least this often, so until() runs
+MAX_SLOTS = 4096                      # sending QPs per engine
 LOG_START = 1 << 16                   # packet-log entries per QP, doubled when full
 PR_SET_TIMERSLACK = 29
 # (only, first, middle, last) opcodes per message kind
 OPCODES = {"write": (roce.WRITE_ONLY, roce.WRITE_FIRST, roce.WRITE_MIDDLE, roce.WRITE_LAST),
            "send": (roce.SEND_ONLY, roce.SEND_FIRST, roce.SEND_MIDDLE, roce.SEND_LAST)}
-CREDIT_RETRY_NS = 5_000               # a QP held by a full wire looks again this much later
 # struct qp_tx as 64-bit words: the fields the loop reads
 QP_TX_WORDS, DEPARTURE_WORD, RATE_WORD = 8, 0, 4
 
@@ -138,6 +138,7 @@ class SendQp:
         self.credit: PortCredit | None = None
         self._pause = None
         self.head: Message | None = None
+        self.slot = -1                            # its place in the engine's C scheduler
         self._log = np.empty(0, dtype=PACKET_LOG)
 
     packets = property(lambda self: self.c.packets)
@@ -203,8 +204,8 @@ class SendQp:
 
 class TxEngine:
     """departures: an MmapArray of the NIC's qp_tx (next_departure_ns, rate).
-    The heap holds (due time, qpn) of QPs with work: due is the departure
-    time less lead_ns."""
+    C schedules the QPs with work by due time: the departure time less
+    lead_ns."""
 
     def __init__(self, departures, on_message_sent=None, log_packets: bool = True, pauses=None,
                  deliveries=None, lead_ns: int = 0):
@@ -216,23 +217,35 @@ class TxEngine:
         self.lead_ns = lead_ns
         self._departures, self._pauses, self._deliveries = departures, pauses, deliveries
         self._words = departures.words()
-        self.credit_waits = 0
         self.qps: dict[int, SendQp] = {}
         self.on_message_sent = on_message_sent
         self.log_packets = log_packets
-        self._heap: list[tuple[int, int]] = []     # (due ns, qpn) of QPs with work
-        self._queued: set[int] = set()
-        self._burst = library().tx_burst           # loading takes milliseconds: not in run()
+        self._lib = library()                       # loading takes milliseconds: not in run()
+        self._slot_qps = (ctypes.POINTER(TxQp) * MAX_SLOTS)()
+        self._sched = TxSched(qps=self._slot_qps, heap=(TxSchedEntry * MAX_SLOTS)())
+        self._sched_ref = ctypes.byref(self._sched)
+        self._by_slot: list[SendQp] = []
+        self._queued: set[int] = set()             # QPNs in the C heap
 
     @property
     def send_errors(self) -> int:
         """Packets the qdisc refused (lost)."""
         return sum(qp.send_errors for qp in self.qps.values())
 
+    @property
+    def credit_waits(self) -> int:
+        """Times a QP found its lossless credit spent."""
+        return self._sched.credit_waits
+
     def add_qp(self, qpn: int, sock, dest_qp: int, addr: roce.FlowAddr, mtu: int) -> SendQp:
+        if len(self._by_slot) == MAX_SLOTS:
+            raise ValueError(f"at most {MAX_SLOTS} sending QPs")
         base = qpn * QP_TX_WORDS
         qp = SendQp(qpn, sock, FrameFactory(dest_qp, addr), mtu,
                     self._departures.address(base + DEPARTURE_WORD), self._departures.address(base + RATE_WORD))
+        qp.slot = len(self._by_slot)
+        self._by_slot.append(qp)
+        self._slot_qps[qp.slot] = ctypes.pointer(qp.c)
         self.qps[qpn] = qp
         return qp
 
@@ -252,13 +265,17 @@ class TxEngine:
         if qpn not in self._queued:
             self._queued.add(qpn)
             departure = self._words[qpn * QP_TX_WORDS + DEPARTURE_WORD]
-            heapq.heappush(self._heap, (max(0, departure - self.lead_ns), qpn))
+            self._schedule(qp, max(0, departure - self.lead_ns))
+
+    def _schedule(self, qp: SendQp, due: int) -> None:
+        qp.load_head()
+        self._lib.tx_sched_push(self._sched_ref, qp.slot, due)
 
     def run(self, duration_s: float | None = None, until=None) -> None:
         """Send until every queue is empty, duration_s has passed, or
-        until() says so (checked between bursts). The garbage collector
-        is paused meanwhile: its passes stall the loop for longer than the
-        pacing slack."""
+        until() says so (checked at least every SLICE_NS). The garbage
+        collector is paused meanwhile: its passes stall the loop for longer
+        than the pacing slack."""
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
@@ -272,40 +289,28 @@ class TxEngine:
     def _run(self, duration_s: float | None, until) -> None:
         # Sleeps end up to 50 us late by default (timer slack): ask for 1 ns.
         ctypes.CDLL(None).prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0)
-        clock, clock_id = time.clock_gettime_ns, CLOCK      # locals: this loop is the hot path
-        heappop, heapreplace = heapq.heappop, heapq.heapreplace
-        burst, when = self._burst, ctypes.c_uint64()
-        when_ref = ctypes.byref(when)
+        clock, clock_id = time.clock_gettime_ns, CLOCK
+        run, sched, lead = self._lib.tx_run, self._sched_ref, self.lead_ns
+        slot, when = ctypes.c_uint32(), ctypes.c_uint64()
+        slot_ref, when_ref = ctypes.byref(slot), ctypes.byref(when)
         end = clock(clock_id) + int(duration_s * 1e9) if duration_s is not None else (1 << 63)
-        heap, qps, lead = self._heap, self.qps, self.lead_ns
-        while heap:
-            due, qpn = heap[0]
+        while self._sched.n:
             now = clock(clock_id)
             if now >= end or until is not None and until():
                 return
-            if due - now > SPIN_BELOW_NS:
-                time.sleep((due - now - SPIN_BELOW_NS) / 1e9)
-                continue
-            qp = qps[qpn]
-            if qp.head is None:
-                qp.load_head()
-            # C may wait for this QP's departure, but not past another's or the end
-            not_after = min(heap[1][0], heap[2][0], end) if len(heap) > 2 else \
-                min(heap[1][0], end) if len(heap) > 1 else end
-            status = burst(qp.ref, lead, not_after, SPIN_BELOW_NS, MAX_BURST, when_ref)
+            status = run(sched, lead, min(end, now + SLICE_NS), SPIN_BELOW_NS, MAX_BURST, slot_ref, when_ref)
             if status == TX_MESSAGE_DONE:
+                qp = self._by_slot[slot.value]
                 done = qp.finish_head()
                 if qp.queue:
-                    heapreplace(heap, (when.value, qpn))
+                    self._schedule(qp, when.value)
                 else:
-                    heappop(heap)
-                    self._queued.discard(qpn)
-                if self.on_message_sent is not None:     # after the heap is whole: it may post
-                    self.on_message_sent(qpn, done)
+                    self._queued.discard(qp.qpn)
+                if self.on_message_sent is not None:
+                    self.on_message_sent(qp.qpn, done)
             elif status == TX_LOG_FULL:
-                qp.grow_log()
-            elif status == TX_NO_CREDIT:
-                self.credit_waits += 1            # the way to the port is full
-                heapreplace(heap, (when.value + CREDIT_RETRY_NS, qpn))
-            else:                                  # TX_WAIT, TX_PAUSED: until `when`
-                heapreplace(heap, (when.value, qpn))
+                self._by_slot[slot.value].grow_log()
+            elif status == TX_IDLE:             # C spins the last SPIN_BELOW_NS itself
+                nap = min(when.value - SPIN_BELOW_NS - now, SLICE_NS, end - now)
+                if nap > 0:
+                    time.sleep(nap / 1e9)

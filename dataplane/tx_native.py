@@ -1,7 +1,8 @@
-"""The TX engine's send loop in C (bpf/engine/tx_burst.c): ctypes mirrors
-of its structs and the loaded library. Python, one packet at a time, left
-the engine at half the packet rate of a bare send loop; the frame patching,
-departure waits and logging now run here, a burst per call."""
+"""The TX engine's send loop and scheduler in C (bpf/engine/): ctypes
+mirrors of its structs and the loaded library. Python, one packet at a
+time, left the engine at half the packet rate of a bare send loop; frame
+patching, departure waits, logging and the choice of the next QP run in C,
+which returns to Python for completions and time slices only."""
 from __future__ import annotations
 
 import ctypes
@@ -13,11 +14,11 @@ from dataplane.bpf_build import BPF_DIR
 from dataplane.fidelity import PACKET_LOG
 from dataplane.host_lib import build_shared_library
 
-SOURCE = BPF_DIR / "engine" / "tx_burst.c"
+ENGINE_DIR = BPF_DIR / "engine"
 PSN_BITS = 24
 u64p = ctypes.POINTER(ctypes.c_uint64)
 # enum tx_status
-TX_MESSAGE_DONE, TX_WAIT, TX_PAUSED, TX_NO_CREDIT, TX_LOG_FULL = range(5)
+TX_MESSAGE_DONE, TX_WAIT, TX_PAUSED, TX_NO_CREDIT, TX_LOG_FULL, TX_IDLE, TX_END = range(7)
 
 
 class TxFrame(ctypes.Structure):
@@ -44,6 +45,15 @@ class TxQp(ctypes.Structure):
                 ("log", ctypes.c_void_p), ("log_len", ctypes.c_uint64), ("log_cap", ctypes.c_uint64)]
 
 
+class TxSchedEntry(ctypes.Structure):
+    _fields_ = [("due", ctypes.c_uint64), ("slot", ctypes.c_uint32), ("reserved", ctypes.c_uint32)]
+
+
+class TxSched(ctypes.Structure):
+    _fields_ = [("qps", ctypes.POINTER(ctypes.POINTER(TxQp))), ("heap", ctypes.POINTER(TxSchedEntry)),
+                ("n", ctypes.c_uint32), ("reserved", ctypes.c_uint32), ("credit_waits", ctypes.c_uint64)]
+
+
 def word_pointers(addresses: list[int]):
     """A C array of uint64_t pointers (keep it alive while C may read it)."""
     return (u64p * max(1, len(addresses)))(*(ctypes.cast(a, u64p) for a in addresses))
@@ -51,14 +61,20 @@ def word_pointers(addresses: list[int]):
 
 @functools.cache
 def library() -> ctypes.CDLL:
-    lib = ctypes.CDLL(str(build_shared_library("prctx", SOURCE)))
-    for name in ("tx_frame_size", "tx_credit_size", "tx_qp_size", "tx_log_entry_size"):
+    lib = ctypes.CDLL(str(build_shared_library("prctx", sorted(ENGINE_DIR.glob("*.c")),
+                                               list(ENGINE_DIR.glob("*.h")))))
+    for name in ("tx_frame_size", "tx_credit_size", "tx_qp_size", "tx_log_entry_size", "tx_sched_size"):
         getattr(lib, name).restype = ctypes.c_size_t
     lib.tx_frame_patch.argtypes = [ctypes.POINTER(TxFrame), ctypes.c_uint32]
     lib.tx_frame_patch.restype = None
     lib.tx_burst.argtypes = [ctypes.POINTER(TxQp), ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
                              ctypes.c_uint32, u64p]
     lib.tx_burst.restype = ctypes.c_int
+    lib.tx_sched_push.argtypes = [ctypes.POINTER(TxSched), ctypes.c_uint32, ctypes.c_uint64]
+    lib.tx_sched_push.restype = None
+    lib.tx_run.argtypes = [ctypes.POINTER(TxSched), ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
+                           ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint32), u64p]
+    lib.tx_run.restype = ctypes.c_int
     lib.tx_bare_send.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint64, u64p]
     lib.tx_bare_send.restype = ctypes.c_uint64
     return lib
@@ -67,7 +83,7 @@ def library() -> ctypes.CDLL:
 def layout_mismatches() -> list[str]:
     """Structs whose Python mirror differs in size from C (empty: none)."""
     lib = library()
-    pairs = [("tx_frame", TxFrame), ("tx_credit", TxCredit), ("tx_qp", TxQp)]
+    pairs = [("tx_frame", TxFrame), ("tx_credit", TxCredit), ("tx_qp", TxQp), ("tx_sched", TxSched)]
     bad = [name for name, mirror in pairs if getattr(lib, f"{name}_size")() != ctypes.sizeof(mirror)]
     if lib.tx_log_entry_size() != np.dtype(PACKET_LOG).itemsize:
         bad.append("tx_log_entry")

@@ -206,3 +206,26 @@ def test_with_a_lead_packets_go_that_long_before_their_departure(setup):
     log = engine.qps[QPN].log
     assert len(wire.close()) == 1
     assert departure - lead <= log["sent_ns"][0] < departure and log["late_ns"][0] < 0
+
+
+def test_many_qps_each_send_their_messages_in_order(setup):
+    engine, wire, departures, *_, sent = setup
+    qpns = list(range(10, 60))
+    words = departures.words()
+    for i, qpn in enumerate(qpns):
+        engine.add_qp(qpn, wire.near, 1000 + qpn, ADDR, MTU)
+        words[qpn * QP_TX_WORDS + DEPARTURE_WORD] = now_ns() + (i % 7) * 1_000_000   # a spread of starts
+    lengths = [3 * MTU, 1, 2 * MTU + 5]
+    for length in lengths:
+        for qpn in qpns:
+            engine.post(qpn, length, tag=(qpn, length))
+    engine.run(duration_s=10)
+    frames = [roce.parse(f) for f in wire.close()]
+    per_packets = sum(len(roce.segment_message("write", 0, 0, n, MTU)) for n in lengths)
+    assert len(frames) == len(qpns) * per_packets
+    for qpn in qpns:
+        mine = [f for f in frames if f.dest_qp == 1000 + qpn]
+        assert [f.psn for f in mine] == list(range(per_packets))
+    assert sorted(sent) == sorted((qpn, (qpn, n)) for qpn in qpns for n in lengths)
+    for qpn in qpns:                                 # each QP's completions in posting order
+        assert [tag[1] for q, tag in sent if q == qpn] == lengths

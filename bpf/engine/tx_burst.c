@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* The TX engine's per-packet work as a host library: pick the head
- * message's next frame, patch its PSN and ICRC, wait for the QP's departure
- * time (published by nic_tx in an mmapped map), obey pauses and credit,
- * send, and log. Python keeps the scheduling between QPs (a heap), the
- * message queues and completions; one call sends a burst of one QP. */
+/* The TX engine's per-packet work: pick the head message's next frame,
+ * patch its PSN and ICRC, wait for the QP's departure time (published by
+ * nic_tx in an mmapped map), obey pauses and credit, send, and log. One
+ * call sends a burst of one QP; tx_sched.c picks the QP. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stddef.h>
@@ -11,74 +10,14 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#define PSN_BITS 24
-
-/* A prebuilt frame: only the PSN and ICRC change per packet. The payload
- * is zeros and every other field fixed, so the ICRC is affine in the PSN:
- * icrc(psn) = icrc_base ^ (psn_delta[k] for each set bit k). */
-struct tx_frame {
-	uint8_t *bytes;
-	uint32_t len;
-	uint32_t psn_at;		/* offset of the 24-bit PSN */
-	uint32_t payload;		/* RDMA payload bytes it carries */
-	uint32_t icrc_base;		/* ICRC with PSN 0 */
-	uint32_t psn_delta[PSN_BITS];
-};
-
-/* Lossless mode's bound on bytes in flight towards a last-hop port:
- * sent minus what its destination QPs received (nic_rx counters). */
-struct tx_credit {
-	uint64_t budget;
-	uint64_t sent;
-	const volatile uint64_t *const *rx;	/* rx-bytes words */
-	uint32_t n_rx;
-	uint32_t reserved;
-};
-
-struct tx_log_entry {
-	uint64_t sent_ns;
-	uint32_t wire_bytes;
-	uint32_t rate;			/* BPF rate after the packet, Q20 */
-	int64_t late_ns;		/* against the departure time (< 0: early, for
-				 * the kernel pacer to hold) */
-};
-
-struct tx_qp {
-	int32_t fd;
-	uint32_t next_psn;
-	const volatile uint64_t *departure;	/* nic_tx publishes these two */
-	const volatile uint64_t *rate;
-	const volatile uint64_t *const *pause;	/* pause-until words on the path */
-	uint32_t n_pause;
-	uint32_t mtu;
-	struct tx_credit *credit;		/* NULL: not lossless */
-	/* the head message: first (or only) frame, middles, last */
-	const struct tx_frame *first, *middle, *last;
-	uint64_t msg_len;
-	uint64_t msg_sent;
-	uint64_t packets;
-	uint64_t bytes;
-	uint64_t pauses;
-	uint64_t send_errors;
-	struct tx_log_entry *log;		/* NULL: no log */
-	uint64_t log_len;
-	uint64_t log_cap;
-};
-
-enum tx_status {
-	TX_MESSAGE_DONE,	/* the head message's last packet left */
-	TX_WAIT,		/* *when: the QP's next departure */
-	TX_PAUSED,		/* *when: the pause ends */
-	TX_NO_CREDIT,		/* the way to the last hop is full */
-	TX_LOG_FULL,		/* grow the log and call again */
-};
+#include "tx_engine.h"
 
 size_t tx_frame_size(void) { return sizeof(struct tx_frame); }
 size_t tx_credit_size(void) { return sizeof(struct tx_credit); }
 size_t tx_qp_size(void) { return sizeof(struct tx_qp); }
 size_t tx_log_entry_size(void) { return sizeof(struct tx_log_entry); }
 
-static uint64_t clock_ns(void)
+uint64_t tx_clock_ns(void)
 {
 	struct timespec ts;
 
@@ -148,14 +87,14 @@ enum tx_status tx_burst(struct tx_qp *qp, uint64_t lead_ns, uint64_t not_after, 
 	for (uint32_t n = 0;; n++) {
 		uint64_t due = due_time(qp, lead_ns);
 		uint64_t departure = due + lead_ns;
-		uint64_t now = clock_ns();
+		uint64_t now = tx_clock_ns();
 
 		if (due > not_after || n == max_packets || (due > now && due - now > spin_ns)) {
 			*when = due;
 			return TX_WAIT;
 		}
 		while (now < due)
-			now = clock_ns();
+			now = tx_clock_ns();
 		uint64_t pause = qp->n_pause ? paused_until(qp) : 0;
 		if (pause > now) {
 			qp->pauses++;
@@ -187,7 +126,7 @@ enum tx_status tx_burst(struct tx_qp *qp, uint64_t lead_ns, uint64_t not_after, 
 		if (qp->log) {
 			struct tx_log_entry *e = &qp->log[qp->log_len++];
 
-			e->sent_ns = clock_ns();
+			e->sent_ns = tx_clock_ns();
 			e->wire_bytes = f->len;
 			e->rate = (uint32_t)*qp->rate;
 			e->late_ns = (int64_t)(now - departure);
@@ -204,10 +143,10 @@ enum tx_status tx_burst(struct tx_qp *qp, uint64_t lead_ns, uint64_t not_after, 
 uint64_t tx_bare_send(int fd, const uint8_t *frame, uint32_t len, uint64_t duration_ns,
 		      uint64_t *refused)
 {
-	uint64_t sent = 0, end = clock_ns() + duration_ns;
+	uint64_t sent = 0, end = tx_clock_ns() + duration_ns;
 
 	*refused = 0;
-	while (clock_ns() < end) {
+	while (tx_clock_ns() < end) {
 		if (send(fd, frame, len, 0) < 0)
 			(*refused)++;
 		else

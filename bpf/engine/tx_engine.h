@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* The TX engine's host library: structs shared by its C files and by the
+ * ctypes mirrors in dataplane/tx_native.py (sizes tested). */
+#ifndef PRC_TX_ENGINE_H
+#define PRC_TX_ENGINE_H
+
+#include <stdint.h>
+
+#define PSN_BITS 24
+
+/* A prebuilt frame: only the PSN and ICRC change per packet. The payload
+ * is zeros and every other field fixed, so the ICRC is affine in the PSN:
+ * icrc(psn) = icrc_base ^ (psn_delta[k] for each set bit k). */
+struct tx_frame {
+	uint8_t *bytes;
+	uint32_t len;
+	uint32_t psn_at;		/* offset of the 24-bit PSN */
+	uint32_t payload;		/* RDMA payload bytes it carries */
+	uint32_t icrc_base;		/* ICRC with PSN 0 */
+	uint32_t psn_delta[PSN_BITS];
+};
+
+/* Lossless mode's bound on bytes in flight towards a last-hop port:
+ * sent minus what its destination QPs received (nic_rx counters). */
+struct tx_credit {
+	uint64_t budget;
+	uint64_t sent;
+	const volatile uint64_t *const *rx;	/* rx-bytes words */
+	uint32_t n_rx;
+	uint32_t reserved;
+};
+
+struct tx_log_entry {
+	uint64_t sent_ns;
+	uint32_t wire_bytes;
+	uint32_t rate;			/* BPF rate after the packet, Q20 */
+	int64_t late_ns;		/* against the departure time (< 0: early, for
+				 * the kernel pacer to hold) */
+};
+
+struct tx_qp {
+	int32_t fd;
+	uint32_t next_psn;
+	const volatile uint64_t *departure;	/* nic_tx publishes these two */
+	const volatile uint64_t *rate;
+	const volatile uint64_t *const *pause;	/* pause-until words on the path */
+	uint32_t n_pause;
+	uint32_t mtu;
+	struct tx_credit *credit;		/* NULL: not lossless */
+	/* the head message: first (or only) frame, middles, last */
+	const struct tx_frame *first, *middle, *last;
+	uint64_t msg_len;
+	uint64_t msg_sent;
+	uint64_t packets;
+	uint64_t bytes;
+	uint64_t pauses;
+	uint64_t send_errors;
+	struct tx_log_entry *log;		/* NULL: no log */
+	uint64_t log_len;
+	uint64_t log_cap;
+};
+
+enum tx_status {
+	TX_MESSAGE_DONE,	/* the head message's last packet left */
+	TX_WAIT,		/* *when: the QP's next departure */
+	TX_PAUSED,		/* *when: the pause ends */
+	TX_NO_CREDIT,		/* the way to the last hop is full */
+	TX_LOG_FULL,		/* grow the log and call again */
+	TX_IDLE,		/* tx_run: nothing due before *when */
+	TX_END,			/* tx_run: its end time came */
+};
+
+/* QPs with work, ordered by due time (a binary heap), for tx_run. */
+struct tx_sched_entry {
+	uint64_t due;
+	uint32_t slot;			/* index into qps */
+	uint32_t reserved;
+};
+
+struct tx_sched {
+	struct tx_qp **qps;		/* by slot */
+	struct tx_sched_entry *heap;	/* room for every slot */
+	uint32_t n;			/* entries in the heap */
+	uint32_t reserved;
+	uint64_t credit_waits;		/* times a QP found its credit spent */
+};
+
+uint64_t tx_clock_ns(void);
+enum tx_status tx_burst(struct tx_qp *qp, uint64_t lead_ns, uint64_t not_after, uint64_t spin_ns,
+			uint32_t max_packets, uint64_t *when);
+
+#endif /* PRC_TX_ENGINE_H */
