@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import tempfile
-import time
 
 from testbed.isolated import run_sandboxed
 

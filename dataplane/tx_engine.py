@@ -21,7 +21,7 @@ import gc
 import time
 import zlib
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -134,7 +134,6 @@ class SendQp:
         self.queue: deque[Message] = deque()
         self.c = TxQp(fd=sock.fileno(), mtu=mtu, departure=ctypes.cast(departure, u64p),
                       rate=ctypes.cast(rate, u64p))
-        self.ref = ctypes.byref(self.c)
         self.credit: PortCredit | None = None
         self._pause = None
         self.head: Message | None = None

@@ -11,7 +11,7 @@ import pytest
 
 from dataplane import roce, tshark
 from dataplane.cc import EV_CNP, EV_TX, DcqcnConfig, Event, Hook, HostCC
-from dataplane.nic import (F_KERNEL_PACER, F_PASS_DATA, MAX_QPS, Nic, NicConfig, QpCc, QpCtx, QpRx, QpTx,
+from dataplane.nic import (F_KERNEL_PACER, F_PASS_DATA, Nic, NicConfig, QpCc, QpCtx, QpRx, QpTx,
                            crc32_table, sender_sport)
 from dataplane.prog_test_run import prog_test_run
 from frames import IP_AT, mutated_frames
