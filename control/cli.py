@@ -54,13 +54,17 @@ def _add_cc_args(p: argparse.ArgumentParser) -> None:
 
 def _run(args) -> int:
     from control.run import main
-    return main(args.scenario, args.results, args.state_dir)
+    return main(args.scenario, args.results, args.state_dir, args.capture, args.capture_s)
 
 
 def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", help="scenario TOML file (docs/scenario.md)")
     p.add_argument("--results", default="results", help="results folder (default: ./results)")
     p.add_argument("--state-dir", help="testbed run records (default: $PRC_EMU_STATE_DIR or /run/prc-emu)")
+    p.add_argument("--capture", action="append", default=[], metavar="NODE:PEER",
+                   help="capture both directions on NODE's port to PEER (e.g. s0:h2) into the results "
+                        "folder, from the end of traffic.settle_s on; repeatable")
+    p.add_argument("--capture-s", type=float, default=0.5, help="seconds each capture lasts (default 0.5)")
 
 
 def _top(args) -> int:

@@ -101,7 +101,46 @@ def plot(result, scenario, path: Path) -> None:
     plt.close(fig)
 
 
-def main(scenario_path: str, results_root: str, state_dir: str | None) -> int:
+MAX_CAPTURE_FRAMES = 100_000
+
+
+def _capture_ports(scenario, specs: list[str]) -> list[tuple[str, str]]:
+    """NODE:PEER specs -> (node, peer); ValueError naming the bad one."""
+    from testbed.topology import plan_topology
+
+    plan = plan_topology(scenario, "p0000")
+    out = []
+    for spec in specs:
+        node, sep, peer = spec.partition(":")
+        try:
+            if not sep:
+                raise ValueError("expected NODE:PEER, e.g. s0:h2")
+            plan.port_towards(node, peer)
+        except ValueError as exc:
+            raise ValueError(f"--capture {spec}: {exc}") from None
+        out.append((node, peer))
+    return out
+
+
+def _start_captures(testbed, ports: list[tuple[str, str]], seconds: float, folder: Path) -> list:
+    """Callables that start a capture on each port (in its namespace, into
+    folder/capture-NODE-PEER.pcap), and the list their children go to."""
+    from testbed import probes
+    from testbed.isolated import start_in_netns
+
+    children = []
+
+    def starter(node, peer):
+        ifname = testbed.plan.port_towards(node, peer).ifname
+        path = str(folder / f"capture-{node}-{peer}.pcap")
+        return lambda: children.append((path, start_in_netns(testbed.netns(node), probes.capture, ifname,
+                                                             seconds, MAX_CAPTURE_FRAMES, path)))
+
+    return [starter(node, peer) for node, peer in ports], children
+
+
+def main(scenario_path: str, results_root: str, state_dir: str | None, captures: list[str] = (),
+         capture_s: float = 0.5) -> int:
     from dataplane.live_run import run_flows
     from testbed.builder import Interrupted, Testbed, TestbedError
     from testbed.scenario import ScenarioError, load_scenario
@@ -109,27 +148,38 @@ def main(scenario_path: str, results_root: str, state_dir: str | None) -> int:
 
     try:
         scenario = load_scenario(scenario_path)
+        capture_ports = _capture_ports(scenario, list(captures))
+        if not 0 < capture_s <= scenario.traffic.duration_s:
+            raise ValueError(f"--capture-s must be in (0, traffic.duration_s], got {capture_s}")
     except ScenarioError as exc:
         print(f"prc-emu: scenario error: {exc}", file=sys.stderr)
         return 2
+    except ValueError as exc:
+        print(f"prc-emu: {exc}", file=sys.stderr)
+        return 2
     store = StateStore(resolve_state_dir(state_dir))
     try:
-        with Testbed.up(scenario, store, scenario_path=scenario_path) as testbed:
+        with Testbed.up(scenario, store, scenario_path=scenario_path) as testbed, \
+                ResultsWriter(Path(results_root), testbed.run_id) as out:
             print(f"testbed {testbed.run_id} up; sending {len(scenario.traffic.flows)} flows for "
                   f"{scenario.traffic.duration_s:g} s", flush=True)
+            starts, children = _start_captures(testbed, capture_ports, capture_s, out.dir)
+            # captures begin with the steady state
             result = run_flows(testbed, scenario.live, list(scenario.traffic.flows),
                                scenario.traffic.duration_s, scenario.traffic.sample_every_s,
-                               settle_s=scenario.traffic.settle_s)
-            with ResultsWriter(Path(results_root), testbed.run_id) as out:
-                out.json("config.json", {"scenario_path": scenario_path, "scenario": scenario,
-                                         "testbed": testbed.record})
-                out.json("versions.json", versions())
-                out.csv("flows.csv", FLOW_COLUMNS, _rows(result, scenario.live_rate_bps / 1e6))
-                out.csv("queues.csv", ["sample", "port_ifindex", "model_queue_bytes"],
-                        ([i, port, q] for port, qs in result.queue_samples.items() for i, q in enumerate(qs)))
-                summary = summarize(result, scenario)
-                out.json("summary.json", summary)
-                plot(result, scenario, out.dir / RATE_PLOT)
+                               settle_s=scenario.traffic.settle_s,
+                               during=[(scenario.traffic.settle_s, start) for start in starts])
+            out.json("config.json", {"scenario_path": scenario_path, "scenario": scenario,
+                                     "testbed": testbed.record})
+            out.json("versions.json", versions())
+            out.csv("flows.csv", FLOW_COLUMNS, _rows(result, scenario.live_rate_bps / 1e6))
+            out.csv("queues.csv", ["sample", "port_ifindex", "model_queue_bytes"],
+                    ([i, port, q] for port, qs in result.queue_samples.items() for i, q in enumerate(qs)))
+            summary = summarize(result, scenario)
+            summary["captures"] = {Path(path).name: child.result(timeout_s=capture_s + 60)
+                                   for path, child in children}
+            out.json("summary.json", summary)
+            plot(result, scenario, out.dir / RATE_PLOT)
     except (TestbedError, ScenarioError) as exc:
         print(f"prc-emu: {exc}", file=sys.stderr)
         return 1
@@ -143,5 +193,7 @@ def main(scenario_path: str, results_root: str, state_dir: str | None) -> int:
               f"CNPs {f['cnps']}  pacing p50 {f['rate_ratio_p50']:.3f}")
     print(f"  Jain fairness {summary['jain_fairness']:.3f}, total {summary['total_share_of_line'] * 100:.1f}% "
           f"of line; run {'valid' if summary['valid'] else 'INVALID: ' + summary['invalid_because']}")
+    for name, frames in summary["captures"].items():
+        print(f"  captured {frames:,} frames into {final / name}")
     print(f"results: {final}  (plot: {final / RATE_PLOT})")
     return 0 if summary["valid"] else 3

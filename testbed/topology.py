@@ -74,6 +74,16 @@ class Plan:
                 return link.a
         raise KeyError(port.ifname)
 
+    def port_towards(self, node: str, peer: str) -> Port:
+        """node's port on its link to peer; ValueError naming what is wrong."""
+        if node not in self.nodes:
+            raise ValueError(f"no node {node!r} (nodes: {', '.join(self.nodes)})")
+        for port in self.ports(node):
+            if self.peer(port).node == peer:
+                return port
+        neighbours = ", ".join(self.peer(p).node for p in self.ports(node))
+        raise ValueError(f"{node} has no link to {peer!r} (its neighbours: {neighbours})")
+
     def path_ports(self, src: str, dst: str) -> list[Port]:
         """Switch egress ports a flow src -> dst may cross: every uplink of
         the source leaf and every spine port down to the destination leaf

@@ -20,13 +20,13 @@ settle_s = 1.0
 """
 
 
-def _cli_run(tmp: str, scenario_text: str, stop_after_s: float | None = None) -> dict:
+def _cli_run(tmp: str, scenario_text: str, stop_after_s: float | None = None, extra: tuple = ()) -> dict:
     from pyroute2 import netns
 
     scenario = Path(tmp) / "scenario.toml"
     scenario.write_text(scenario_text)
     proc = subprocess.Popen([sys.executable, "-m", "control.cli", "run", str(scenario), "--results",
-                             tmp + "/results", "--state-dir", tmp + "/state"], cwd=REPO,
+                             tmp + "/results", "--state-dir", tmp + "/state", *extra], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if stop_after_s is not None:
         time.sleep(stop_after_s)
@@ -38,13 +38,24 @@ def _cli_run(tmp: str, scenario_text: str, stop_after_s: float | None = None) ->
 
 
 def test_run_writes_a_complete_results_folder(tmp_path):
-    r = run_sandboxed(_cli_run, str(tmp_path), SHORT, timeout_s=300)
+    from scapy.utils import rdpcap
+
+    from dataplane import roce
+
+    r = run_sandboxed(_cli_run, str(tmp_path), SHORT, None, ("--capture", "s0:h2"), timeout_s=300)
     assert r["rc"] == 0, r["out"] + r["err"]
     assert r["netns"] == [] and len(r["entries"]) == 1
     folder = tmp_path / "results" / r["entries"][0]
     assert sorted(p.name for p in folder.iterdir()) == [
-        "config.json", "flows.csv", "queues.csv", "rates.png", "summary.json", "versions.json"]
+        "capture-s0-h2.pcap", "config.json", "flows.csv", "queues.csv", "rates.png", "summary.json",
+        "versions.json"]
     summary = json.loads((folder / "summary.json").read_text())
+    # the capture: data to h2 and CNPs back, every ICRC valid
+    frames = [bytes(p) for p in rdpcap(str(folder / "capture-s0-h2.pcap"))]
+    assert summary["captures"] == {"capture-s0-h2.pcap": len(frames)} and len(frames) >= 1000
+    opcodes = {roce.parse(f).opcode for f in frames}
+    assert roce.CNP in opcodes and roce.WRITE_MIDDLE in opcodes
+    assert all(roce.icrc_valid(f) for f in frames)
     assert summary["valid"] and len(summary["flows"]) == 2
     assert summary["pacer"].startswith("cooperative") and "early packets: 0" in summary["pacer"]
     assert all(0.35 <= f["share_of_line"] <= 0.65 for f in summary["flows"])
@@ -71,6 +82,20 @@ def test_bad_scenario_exits_2_and_writes_nothing(tmp_path):
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "traffic.flows" in proc.stderr
     assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("spec,reason", [("s0:h9", "no link to 'h9'"), ("s7:h0", "no node 's7'"),
+                                         ("s0", "expected NODE:PEER")])
+def test_a_bad_capture_port_exits_2_before_anything_is_built(tmp_path, spec, reason):
+    scenario = tmp_path / "short.toml"
+    scenario.write_text(SHORT)
+    proc = subprocess.run([sys.executable, "-m", "control.cli", "run", str(scenario), "--results",
+                           str(tmp_path / "results"), "--state-dir", str(tmp_path / "state"),
+                           "--capture", spec], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"--capture {spec}" in lines[0] and reason in lines[0], lines
+    assert not (tmp_path / "results").exists() and not (tmp_path / "state").exists()
 
 
 def _top_during_run(tmp: str) -> dict:
