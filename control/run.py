@@ -151,11 +151,9 @@ def main(scenario_path: str, results_root: str, state_dir: str | None, captures:
         capture_ports = _capture_ports(scenario, list(captures))
         if not 0 < capture_s <= scenario.traffic.duration_s:
             raise ValueError(f"--capture-s must be in (0, traffic.duration_s], got {capture_s}")
-    except ScenarioError as exc:
-        print(f"prc-emu: scenario error: {exc}", file=sys.stderr)
-        return 2
-    except ValueError as exc:
-        print(f"prc-emu: {exc}", file=sys.stderr)
+    except ValueError as exc:           # ScenarioError included
+        kind = "scenario error: " if isinstance(exc, ScenarioError) else ""
+        print(f"prc-emu: {kind}{exc}", file=sys.stderr)
         return 2
     store = StateStore(resolve_state_dir(state_dir))
     try:

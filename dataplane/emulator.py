@@ -38,7 +38,7 @@ class LiveCC:
 
 ROCE_HEADROOM = 80          # IP + UDP + BTH + RETH + ICRC around a RoCE MTU of payload
 # Kernel pacer: packets go to sch_fq this long before their departure
-# time, which covers the engine's lateness (p99 11-14 us measured here)
+# time, which covers the engine's lateness (p99 5-26 us measured here)
 # and fq holds them until then.
 KERNEL_PACER_LEAD_NS = 200_000
 
