@@ -1,16 +1,21 @@
-"""The emulated RNIC's BPF programs, ns per packet through
+"""The emulated RNIC's and switch's BPF programs, ns per packet through
 BPF_PROG_TEST_RUN (kernel-timed, many repeats) against an empty program of
 the same type on the same frame; target <= 100 ns over empty. Counters and
 CC state persist across repeats, so each row is a steady state."""
 from __future__ import annotations
 
+import time
+
 from dataplane import roce
 from dataplane.cc import DcqcnConfig
 from dataplane.nic import Nic, sender_sport
 from dataplane.prog_test_run import prog_test_run
+from dataplane.switch import RedConfig, SwitchPorts
 
 REPEAT = 200_000
 SKB_CTX = bytes(192)
+PORT = 1                    # lo: PROG_TEST_RUN looks the ifindex up
+PORT_CTX = bytes(40) + PORT.to_bytes(4, "little") + bytes(148)     # __sk_buff.ifindex at 40
 
 
 def best_ns(fd: int, frame: bytes, ctx: bytes | None = None) -> int:
@@ -33,16 +38,26 @@ def main() -> None:
     addr = roce.FlowAddr(sport=sender_sport(5))
     data = roce.data_packet(roce.WRITE_MIDDLE, 9, 7, bytes(2048), addr=addr)
     cnp = roce.cnp_packet(5, addr=roce.FlowAddr(sport=sender_sport(9)))
+    # as nic_tx sends it: the UDP checksum field carries a wire time (bpf/include/vtime.h)
+    stamp = (time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000 & 0xFFFF or 1).to_bytes(2, "big")
+    stamped = data[:40] + stamp + data[42:]
+    switch = SwitchPorts()
+    # 10 Tbit/s: the model drains between repeats, so every one takes the
+    # forwarding path (drain, enqueue, RED, restamp), not the drop path
+    switch.configure_port(PORT, 1e13, RedConfig(), limit_bytes=10**6, faces_host=False)
     rows = [
         ("nic_tx: data packet (on_tx, pace, ECT)", best_ns(nic.tx_fn.fd, data, SKB_CTX), best_ns(tc_fd, data, SKB_CTX)),
         ("nic_rx: data packet (account, drop)", best_ns(nic.rx_fn.fd, data), best_ns(xdp_fd, data)),
         ("nic_rx: CNP (reaction point)", best_ns(nic.rx_fn.fd, cnp), best_ns(xdp_fd, cnp)),
+        ("switch_port: data (model, RED, wire time)", best_ns(switch.fn.fd, stamped, PORT_CTX),
+         best_ns(tc_fd, stamped, PORT_CTX)),
     ]
-    print("Emulated RNIC programs (PROG_TEST_RUN, best of 5 x 200k repeats, ns per packet):")
+    print("RNIC and switch programs (PROG_TEST_RUN, best of 5 x 200k repeats, ns per packet):")
     print(f"  {'program and path':<42}{'ns':>6}{'empty':>7}{'over empty':>12}")
     for name, ns, empty in rows:
         print(f"  {name:<42}{ns:>6}{empty:>7}{ns - empty:>12}")
     nic.close()
+    switch.close()
     empty_xdp.cleanup()
     empty_tc.cleanup()
 

@@ -13,6 +13,7 @@
 #include "nic_defs.h"
 #include "nic_logic.h"
 #include "roce_cnp.h"
+#include "vtime.h"
 
 BPF_ARRAY(nic_config, struct nic_config, 1);
 BPF_ARRAY(cc_params, struct dcqcn_params, 1);
@@ -104,6 +105,7 @@ int nic_tx(struct __sk_buff *skb)
 	tx->alpha = alpha;
 	if (cfg->flags & NIC_F_KERNEL_PACER)
 		skb->tstamp = departure;
+	udp->check = bpf_htons(vtime_stamp(departure));	/* the switches' clock (vtime.h) */
 
 	/* ECT(0) on data that is not ECN-capable yet (CE from upstream stays). */
 	if ((iph->tos & IP_ECN_MASK) == 0) {

@@ -4,31 +4,37 @@
  * model of the port's queue drained at the port rate, and queue telemetry.
  * It runs before the port's HTB, which holds the real queue; the model is
  * what DCQCN switches mark on, checked against HTB's backlog in the tests.
+ * RoCEv2 packets are timed by their virtual wire time (vtime.h), restamped
+ * with their departure from the model queue.
  */
 #include <uapi/linux/bpf.h>
 #include <uapi/linux/pkt_cls.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
+#include <linux/udp.h>
 #include "red.h"
+#include "roce_defs.h"
+#include "vtime.h"
 
 BPF_ARRAY(port_cfg, struct port_cfg, SWITCH_MAX_IFINDEX);
 BPF_ARRAY(port_queue, struct port_queue, SWITCH_MAX_IFINDEX);
 BPF_F_TABLE("array", __u32, struct port_stats, port_stats, SWITCH_MAX_IFINDEX, BPF_F_MMAPABLE);
 
 #define IP_ECN_MASK 0x03
-#define PORT_HEADER_BYTES 34	/* Ethernet + IPv4 */
+#define PORT_HEADER_BYTES 42	/* Ethernet + IPv4 without options + UDP */
 
 int switch_port(struct __sk_buff *skb)
 {
 	void *data, *data_end;
 	struct ethhdr *eth;
 	struct iphdr *iph;
+	struct udphdr *udp = 0;
 	struct port_cfg *cfg;
 	struct port_queue *q;
 	struct port_stats *st;
 	__u32 port = skb->ifindex, bytes = skb->len;
-	__u64 now, queued, after, p, pause;
-	int ect = 0, marked = 0;
+	__u64 now, arrival, queued, after, p, pause;
+	int ect = 0, marked = 0, kept;
 
 	cfg = port_cfg.lookup(&port);
 	q = port_queue.lookup(&port);
@@ -36,21 +42,39 @@ int switch_port(struct __sk_buff *skb)
 	if (!cfg || !q || !st || !(cfg->flags & PORT_F_ENABLED))
 		return TC_ACT_OK;
 	/* forwarded skbs may hold headers in page frags: make them linear */
-	bpf_skb_pull_data(skb, skb->len < PORT_HEADER_BYTES ? skb->len : PORT_HEADER_BYTES);
 	data = (void *)(long)skb->data;
 	data_end = (void *)(long)skb->data_end;
+	if (data + PORT_HEADER_BYTES > data_end && skb->len > data_end - data) {
+		bpf_skb_pull_data(skb, skb->len < PORT_HEADER_BYTES ? skb->len : PORT_HEADER_BYTES);
+		data = (void *)(long)skb->data;
+		data_end = (void *)(long)skb->data_end;
+	}
 	eth = data;
 	iph = (void *)(eth + 1);
-	if ((void *)(iph + 1) <= data_end && eth->h_proto == bpf_htons(ETH_P_IP) && iph->version == 4)
+	if ((void *)(iph + 1) <= data_end && eth->h_proto == bpf_htons(ETH_P_IP) && iph->version == 4) {
 		ect = (iph->tos & IP_ECN_MASK) != 0;
+		if (iph->ihl == 5 && iph->protocol == IPPROTO_UDP && (void *)(iph + 1) + sizeof(*udp) <= data_end)
+			udp = (void *)(iph + 1);
+		if (udp && udp->dest != bpf_htons(ROCE_V2_UDP_PORT))
+			udp = 0;
+	}
 
 	p = bpf_get_prandom_u32();		/* helper calls stay outside the lock */
 	now = bpf_ktime_get_ns();
+	arrival = udp ? vtime_arrival(bpf_ntohs(udp->check), now) : now;
 	bpf_spin_lock(&q->lock);
-	queued = queue_drain(q, cfg, now);
-	queue_add(q, cfg, bytes);
+	queued = queue_drain(q, cfg, arrival);
+	kept = queue_add(q, cfg, bytes);
 	after = q->q_bytes;
 	bpf_spin_unlock(&q->lock);
+	if (!kept) {
+		/* the emulated switch drops it, whatever the real qdisc holds */
+		__sync_fetch_and_add(&st->drops, 1);
+		return TC_ACT_SHOT;
+	}
+	if (udp)			/* before any helper that moves packet data */
+		udp->check = (cfg->flags & PORT_F_FACES_HOST) ? 0 :
+			bpf_htons(vtime_stamp(queue_departure(cfg, arrival, after)));
 
 	pause = pause_until(cfg, after, now);
 	if (pause > st->pause_until_ns) {

@@ -34,7 +34,8 @@ def summarize(result, scenario) -> dict:
     shares = result.shares(traffic.settle_s, 1.0)
     mean = np.mean(shares, axis=0).tolist() if shares else [0.0] * len(result.flows)
     queues = {str(i): {"p50_bytes": float(np.percentile(q, 50)), "p99_bytes": float(np.percentile(q, 99)),
-                       "max_bytes": int(max(q))} for i, q in result.queue_samples.items() if q and max(q) > 0}
+                       "max_bytes": int(max(q)), "tail_drops": int(result.port_drops.get(i, 0))}
+              for i, q in result.queue_samples.items() if q and max(q) > 0}
     flows = []
     for f, share in zip(result.flows, mean):
         flows.append({"flow": f"{f.src}->{f.dst}", "send_qpn": f.send_qpn, "share_of_line": share,

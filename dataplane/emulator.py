@@ -100,7 +100,8 @@ class Emulator:
         for node in self.plan.switches:
             ports = self.plan.ports(node)
             for port in ports:
-                self.switch.configure_port(port.ifindex, port.rate_bps, live.red, sc.buffer_bytes)
+                self.switch.configure_port(port.ifindex, port.rate_bps, live.red, sc.buffer_bytes,
+                                           faces_host=port.faces == "host")
             run_in_netns(testbed.netns(node), _attach_switch, [p.ifname for p in ports],
                          self.switch.fn.fd)
         others = os.sched_getaffinity(0) - {engine_cpu}

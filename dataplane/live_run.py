@@ -40,6 +40,7 @@ class LiveResult:
         field(default_factory=list)
     queue_samples: dict[int, list[int]] = field(default_factory=dict)   # ifindex -> bytes
     pause_events: dict[int, int] = field(default_factory=dict)          # ifindex -> pauses sent
+    port_drops: dict[int, int] = field(default_factory=dict)            # ifindex -> tail drops
     send_errors: int = 0
     pacer: str = "cooperative"          # or "kernel" (sch_fq holds packets to their departure)
 
@@ -122,6 +123,7 @@ def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: f
         emu.engine.run(duration_s=duration_s, until=sample)
         result.send_errors = emu.engine.send_errors
         result.pause_events = {i: stats_view[i].pause_events for i in switch_ports}
+        result.port_drops = {i: stats_view[i].drops for i in switch_ports}
         time.sleep(0.05)                     # the last packets reach the receiver
         for f in results:
             qp = emu.engine.qps[f.send_qpn]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 MAX_IFINDEX = 8192
 PORT_F_ENABLED = 1
 PORT_F_LOSSLESS = 2
+PORT_F_FACES_HOST = 4
 
 
 class PortCfg(ctypes.Structure):
@@ -21,7 +22,7 @@ class PortCfg(ctypes.Structure):
 class PortStats(ctypes.Structure):
     _fields_ = [(name, ctypes.c_uint64) for name in (
         "packets", "bytes", "ect_packets", "marked", "q_bytes", "q_max", "last_ns",
-        "pause_until_ns", "pause_events", "reserved")]
+        "pause_until_ns", "pause_events", "drops")]
 
 
 PORT_STATS_WORDS, PAUSE_UNTIL_WORD = 10, 7    # PortStats as 64-bit words, for hot loops
@@ -60,7 +61,10 @@ class SwitchPorts:
         self.bpf = compile_bpf("switch_port")
         self.fn = self.bpf.load_func("switch_port", BPF.SCHED_CLS)
 
-    def configure_port(self, ifindex: int, rate_bps: float, red: RedConfig, limit_bytes: int) -> None:
+    def configure_port(self, ifindex: int, rate_bps: float, red: RedConfig, limit_bytes: int,
+                       faces_host: bool) -> None:
+        """faces_host: the port is a last hop; it clears the packets'
+        virtual wire time (bpf/include/vtime.h) instead of restamping it."""
         red.validate()
         if not 0 < ifindex < MAX_IFINDEX:
             raise ValueError(f"ifindex must be 1..{MAX_IFINDEX - 1}, got {ifindex}")
@@ -68,7 +72,8 @@ class SwitchPorts:
         cfg = PortCfg(ps_per_byte=round(8e12 / rate_bps), kmin_bytes=red.kmin_bytes,
                       kmax_bytes=red.kmax_bytes, limit_bytes=limit_bytes, xoff_bytes=red.xoff(limit_bytes),
                       xon_bytes=red.xon(limit_bytes), pmax=min(round(red.pmax * 2**32), 2**32 - 1),
-                      flags=PORT_F_ENABLED | (PORT_F_LOSSLESS if red.lossless else 0))
+                      flags=PORT_F_ENABLED | (PORT_F_LOSSLESS if red.lossless else 0)
+                      | (PORT_F_FACES_HOST if faces_host else 0))
         table[table.Key(ifindex)] = table.Leaf.from_buffer_copy(bytes(cfg))
         for name in ("port_queue", "port_stats"):
             t = self.bpf[name]

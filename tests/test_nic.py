@@ -283,3 +283,14 @@ def test_word_offsets_the_hot_loops_use_match_the_structs():
     assert ctypes.sizeof(QpRx) == QP_RX_WORDS * 8 and QpRx.bytes.offset == RX_BYTES_WORD * 8
     assert ctypes.sizeof(PortStats) == PORT_STATS_WORDS * 8
     assert PortStats.pause_until_ns.offset == PAUSE_UNTIL_WORD * 8
+
+
+def test_nic_tx_stamps_the_departure_as_the_switches_wire_time(nic):
+    """The UDP checksum (zero in RoCEv2, outside the ICRC) carries the
+    departure in microseconds modulo 2^16 (bpf/include/vtime.h)."""
+    before = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+    out = tx(nic, data()).data_out
+    after = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+    stamp = int.from_bytes(out[IP_AT + 26:IP_AT + 28], "big")
+    assert stamp in {t & 0xFFFF or 1 for t in range(before, after + 1)}   # a fresh QP leaves now
+    assert roce.icrc_valid(out)

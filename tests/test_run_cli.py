@@ -109,7 +109,7 @@ def _top_during_run(tmp: str) -> dict:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not any("live" in store.read(i) for i in store.run_ids()):
         time.sleep(0.1)                                          # the RNICs are being loaded
-    time.sleep(1.5)
+    time.sleep(2.5)                                              # past the ~2 s DCQCN takes to converge
     top = subprocess.run(cli + ["top", "--state-dir", tmp + "/state", "--count", "1", "--interval", "1"],
                          cwd=REPO, capture_output=True, text=True, timeout=60)
     run.communicate(timeout=120)

@@ -15,7 +15,7 @@ from test_nic import SKB_CTX_BYTES, ip_checksum_ok
 
 pytestmark = [pytest.mark.bcc, pytest.mark.root]
 PORT = 1
-TC_ACT_OK = 0
+TC_ACT_OK, TC_ACT_SHOT = 0, 2
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def loaded_ports():
 def ports(loaded_ports):
     # 10 kbit/s: a 1 KB packet takes 0.8 s to drain, so the queue the tests
     # build stays put while they run
-    loaded_ports.configure_port(PORT, 1e4, RedConfig(10_000, 20_000, 0.5), limit_bytes=40_000)
+    loaded_ports.configure_port(PORT, 1e4, RedConfig(10_000, 20_000, 0.5), limit_bytes=40_000, faces_host=True)
     return loaded_ports
 
 
@@ -40,12 +40,14 @@ def run(ports, frame):
 
 
 def data(ecn=roce.ECT0, payload=958):
-    return roce.data_packet(roce.WRITE_MIDDLE, 7, 1, bytes(payload), ecn=ecn)   # 1,024 bytes
+    return roce.data_packet(roce.WRITE_MIDDLE, 7, 1, bytes(payload), ecn=ecn)   # 1,018 bytes
 
 
 def test_no_marks_below_kmin_and_every_ect_packet_marked_above_kmax(ports):
-    outs = [run(ports, data()).data_out for _ in range(40)]
-    queues = [1024 * i for i in range(40)]                 # nothing drains meanwhile (to 1%)
+    frame = data()
+    n = 40_000 // len(frame)                               # as many as the buffer holds
+    outs = [run(ports, frame).data_out for _ in range(n)]
+    queues = [len(frame) * i for i in range(n)]            # nothing drains meanwhile (to 1%)
     for q, out in zip(queues, outs):
         ce = roce.parse(out).ecn == roce.CE
         if q <= 10_000:
@@ -55,13 +57,13 @@ def test_no_marks_below_kmin_and_every_ect_packet_marked_above_kmax(ports):
         if ce:
             assert ip_checksum_ok(out)
     s = ports.stats(PORT)
-    assert s.packets == 40 and s.ect_packets == 40
+    assert s.packets == n and s.ect_packets == n and s.drops == 0
     assert s.marked == sum(roce.parse(o).ecn == roce.CE for o in outs)
-    assert s.q_max == pytest.approx(39 * 1024, rel=0.02)
+    assert s.q_max == pytest.approx((n - 1) * len(frame), rel=0.02)
 
 
 def test_marking_probability_rises_linearly_between_kmin_and_kmax(loaded_ports):
-    loaded_ports.configure_port(PORT, 1e3, RedConfig(0, 2_000_000, 1.0), limit_bytes=10**9)
+    loaded_ports.configure_port(PORT, 1e3, RedConfig(0, 2_000_000, 1.0), limit_bytes=10**9, faces_host=True)
     marked_at = []
     for i in range(1500):
         out = run(loaded_ports, data(payload=958)).data_out
@@ -73,7 +75,7 @@ def test_marking_probability_rises_linearly_between_kmin_and_kmax(loaded_ports):
 
 
 def test_the_queue_model_drains_at_the_port_rate(ports):
-    ports.configure_port(PORT, 1e6, RedConfig(10_000, 20_000, 0.5), limit_bytes=40_000)
+    ports.configure_port(PORT, 1e6, RedConfig(10_000, 20_000, 0.5), limit_bytes=40_000, faces_host=True)
     for _ in range(20):
         run(ports, data())
     before = ports.stats(PORT).q_bytes + 1024
@@ -83,10 +85,13 @@ def test_the_queue_model_drains_at_the_port_rate(ports):
     assert before - after == pytest.approx(6_250, abs=600)
 
 
-def test_the_queue_model_never_exceeds_the_qdisc_limit(ports):
-    for _ in range(60):
-        run(ports, data())
-    assert ports.stats(PORT).q_max <= 40_000
+def test_a_full_buffer_tail_drops_and_the_model_never_exceeds_it(ports):
+    frame = data()
+    verdicts = [run(ports, frame).verdict for _ in range(60)]
+    fit = 40_000 // len(frame)
+    assert verdicts == [TC_ACT_OK] * fit + [TC_ACT_SHOT] * (60 - fit)
+    st = ports.stats(PORT)
+    assert st.q_max <= 40_000 and st.drops == 60 - fit and st.packets == fit
 
 
 def test_non_ect_and_non_ip_frames_are_never_changed_but_occupy_the_queue(ports):
@@ -100,13 +105,13 @@ def test_non_ect_and_non_ip_frames_are_never_changed_but_occupy_the_queue(ports)
     assert s.q_bytes >= 29 * 1024 * 0.98
 
 
-def test_random_frames_pass_and_change_only_by_a_ce_mark(loaded_ports):
+def test_random_frames_pass_and_change_only_by_a_ce_mark_and_the_wire_time(loaded_ports):
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
     from test_nic import _skb_test_frame
 
-    loaded_ports.configure_port(PORT, 1e3, RedConfig(0, 1, 1.0), limit_bytes=10**9)  # mark all ECT
+    loaded_ports.configure_port(PORT, 1e3, RedConfig(0, 1, 1.0), limit_bytes=10**9, faces_host=True)  # mark all ECT
     seen = []
 
     @settings(max_examples=600, deadline=None, derandomize=True,
@@ -120,12 +125,16 @@ def test_random_frames_pass_and_change_only_by_a_ce_mark(loaded_ports):
             out = run(loaded_ports, frame)
             assert out.verdict == TC_ACT_OK
             ip_v4 = frame[12:14] == b"\x08\x00" and frame[IP_AT] >> 4 == 4
+            expected = bytearray(frame)
+            if ip_v4 and frame[IP_AT] == 0x45 and frame[IP_AT + 9] == 17 and len(frame) >= IP_AT + 28 \
+                    and frame[IP_AT + 22:IP_AT + 24] == (4791).to_bytes(2, "big"):
+                expected[IP_AT + 26:IP_AT + 28] = b"\0\0"          # a last hop clears the wire time
             if ip_v4 and frame[IP_AT + 1] & 3 and len(frame) >= IP_AT + 20:
                 assert out.data_out[IP_AT + 1] & 3 == 3                       # CE
-                assert out.data_out[:IP_AT + 1] == frame[:IP_AT + 1]
-                assert out.data_out[IP_AT + 12:] == frame[IP_AT + 12:]
+                assert out.data_out[:IP_AT + 1] == expected[:IP_AT + 1]
+                assert out.data_out[IP_AT + 12:] == expected[IP_AT + 12:]
             else:
-                assert out.data_out == frame
+                assert out.data_out == expected
 
     check()
     assert len(seen) >= 5000
@@ -136,7 +145,7 @@ def test_lossless_port_pauses_its_senders_until_the_queue_drains_to_xon(loaded_p
     # 10 kbit/s: a byte takes 0.8 ms (8e8 ps)
     loaded_ports.configure_port(PORT, 1e4, RedConfig(10_000, 20_000, 0.0, lossless=True,
                                                      xoff_bytes=8_000, xon_bytes=4_000),
-                                limit_bytes=40_000)
+                                limit_bytes=40_000, faces_host=True)
     for _ in range(7):                                     # 7 KB: below Xoff
         run(loaded_ports, data())
     assert loaded_ports.stats(PORT).pause_until_ns == 0
@@ -163,3 +172,42 @@ def test_map_structs_match_their_mirrors(loaded_ports):
     from dataplane.switch import PortCfg, PortStats
     assert ctypes.sizeof(loaded_ports.bpf["port_cfg"].Leaf) == ctypes.sizeof(PortCfg)
     assert ctypes.sizeof(loaded_ports.bpf["port_stats"].Leaf) == ctypes.sizeof(PortStats)
+
+
+UDP_CSUM_AT = IP_AT + 26            # where RoCEv2 packets carry their virtual wire time
+
+
+def stamped(frame: bytes, stamp: int) -> bytes:
+    return frame[:UDP_CSUM_AT] + stamp.to_bytes(2, "big") + frame[UDP_CSUM_AT + 2:]
+
+
+def wire_time(frame: bytes) -> int:
+    return int.from_bytes(frame[UDP_CSUM_AT:UDP_CSUM_AT + 2], "big")
+
+
+def test_packets_are_queued_by_their_virtual_wire_time_not_by_processing_time(loaded_ports):
+    """Five packets processed back to back, but stamped as they left the
+    previous node one serialisation time apart, find an empty queue; the
+    same packets unstamped find a growing one. A fabric port restamps each
+    with the time it leaves the model queue."""
+    loaded_ports.configure_port(PORT, 1e7, RedConfig(500, 100_000, 1.0), limit_bytes=10**6,
+                                faces_host=False)
+    frame = data()
+    serialisation_us = len(frame) * 8 // 10               # at 10 Mb/s, rounded down
+    gap = serialisation_us + 1
+    first = (time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000) & 0xFFFF
+    outs = [run(loaded_ports, stamped(frame, (first + gap * k) & 0xFFFF)).data_out for k in range(5)]
+    st = loaded_ports.stats(PORT)
+    assert st.q_max == 0 and st.marked == 0               # each found the queue empty
+    assert [wire_time(o) for o in outs] == [(first + gap * k + serialisation_us) & 0xFFFF
+                                            for k in range(5)]
+    loaded_ports.configure_port(PORT, 1e7, RedConfig(500, 100_000, 1.0), limit_bytes=10**6,
+                                faces_host=False)
+    for _ in range(5):
+        run(loaded_ports, frame)                          # unstamped: timed by processing
+    assert loaded_ports.stats(PORT).q_max >= 3 * len(frame)
+
+
+def test_a_port_facing_a_host_clears_the_wire_time(ports):
+    out = run(ports, stamped(data(), 1234)).data_out
+    assert wire_time(out) == 0 and roce.icrc_valid(out)

@@ -5,26 +5,46 @@
 
 #include "switch_defs.h"
 
-/* Drain the model queue for the time since the last packet at the port
- * rate. Returns the queue this packet finds. */
-static __always_inline __u64 queue_drain(struct port_queue *q, const struct port_cfg *cfg, __u64 now)
+/* Drain the model queue at the port rate for the time since the last
+ * arrival (arrivals timed by virtual wire time may come slightly out of
+ * order: an earlier one drains nothing). Returns the queue this packet
+ * finds. */
+static __always_inline __u64 queue_drain(struct port_queue *q, const struct port_cfg *cfg, __u64 arrival)
 {
 	__u64 drained;
 
-	if (now > q->last_ns && cfg->ps_per_byte) {
-		drained = (now - q->last_ns) * 1000 / cfg->ps_per_byte;
-		q->q_bytes = q->q_bytes > drained ? q->q_bytes - drained : 0;
+	if (arrival > q->last_ns) {
+		if (cfg->ps_per_byte) {
+			drained = (arrival - q->last_ns) * 1000 / cfg->ps_per_byte;
+			q->q_bytes = q->q_bytes > drained ? q->q_bytes - drained : 0;
+		}
+		q->last_ns = arrival;
 	}
-	q->last_ns = now;
 	return q->q_bytes;
 }
 
-/* Enqueue: the packet joins the queue, which the qdisc caps at its limit. */
-static __always_inline void queue_add(struct port_queue *q, const struct port_cfg *cfg, __u32 bytes)
+/* When the last byte of a packet that leaves queue_after bytes behind it
+ * (itself included) leaves the port. */
+static __always_inline __u64 queue_departure(const struct port_cfg *cfg, __u64 arrival, __u64 queue_after)
+{
+	return arrival + queue_after * cfg->ps_per_byte / 1000;
+}
+
+/* Enqueue. A packet the buffer cannot hold is tail-dropped (returns 0) in
+ * lossy mode; in lossless mode pauses keep the buffer from filling, and the
+ * model saturates at the limit rather than lose what PFC would keep. */
+static __always_inline int queue_add(struct port_queue *q, const struct port_cfg *cfg, __u32 bytes)
 {
 	__u64 total = q->q_bytes + bytes;
 
-	q->q_bytes = total < cfg->limit_bytes ? total : cfg->limit_bytes;
+	if (total <= cfg->limit_bytes) {
+		q->q_bytes = total;
+		return 1;
+	}
+	if (!(cfg->flags & PORT_F_LOSSLESS))
+		return 0;
+	q->q_bytes = cfg->limit_bytes;
+	return 1;
 }
 
 /* Marking probability for queue q as a fraction of 2^32: 0 below Kmin,

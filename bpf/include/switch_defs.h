@@ -23,6 +23,7 @@ struct port_cfg {
 
 #define PORT_F_ENABLED 1u
 #define PORT_F_LOSSLESS 2u		/* PFC-like pause instead of tail drop */
+#define PORT_F_FACES_HOST 4u		/* the last hop: clear the virtual wire time */
 
 /* The queue model: bytes waiting, drained at the port rate since last_ns. */
 struct port_queue {
@@ -45,7 +46,7 @@ struct port_stats {
 	 * whose traffic crosses this port hold it until this time (ns). */
 	__u64 pause_until_ns;
 	__u64 pause_events;
-	__u64 reserved;
+	__u64 drops;			/* tail drops: the model's buffer was full */
 };
 
 #endif /* PRC_SWITCH_DEFS_H */
