@@ -21,6 +21,7 @@ BPF_ARRAY(port_queue, struct port_queue, SWITCH_MAX_IFINDEX);
 BPF_F_TABLE("array", __u32, struct port_stats, port_stats, SWITCH_MAX_IFINDEX, BPF_F_MMAPABLE);
 
 #define IP_ECN_MASK 0x03
+#define IP_FRAG_BITS 0x3fff	/* more-fragments flag and offset */
 #define PORT_HEADER_BYTES 42	/* Ethernet + IPv4 without options + UDP */
 
 int switch_port(struct __sk_buff *skb)
@@ -53,7 +54,9 @@ int switch_port(struct __sk_buff *skb)
 	iph = (void *)(eth + 1);
 	if ((void *)(iph + 1) <= data_end && eth->h_proto == bpf_htons(ETH_P_IP) && iph->version == 4) {
 		ect = (iph->tos & IP_ECN_MASK) != 0;
-		if (iph->ihl == 5 && iph->protocol == IPPROTO_UDP && (void *)(iph + 1) + sizeof(*udp) <= data_end)
+		/* RoCEv2: UDP to 4791, no IP options, not a fragment */
+		if (iph->ihl == 5 && iph->protocol == IPPROTO_UDP && !(iph->frag_off & bpf_htons(IP_FRAG_BITS)) &&
+		    (void *)(iph + 1) + sizeof(*udp) <= data_end)
 			udp = (void *)(iph + 1);
 		if (udp && udp->dest != bpf_htons(ROCE_V2_UDP_PORT))
 			udp = 0;
