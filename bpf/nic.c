@@ -105,7 +105,7 @@ int nic_tx(struct __sk_buff *skb)
 	tx->alpha = alpha;
 	if (cfg->flags & NIC_F_KERNEL_PACER)
 		skb->tstamp = departure;
-	udp->check = bpf_htons(vtime_stamp(departure));	/* the switches' clock (vtime.h) */
+	udp->check = bpf_htons(vtime_stamp(departure, cfg->vtime_shift));	/* the switches' clock (vtime.h) */
 
 	/* ECT(0) on data that is not ECN-capable yet (CE from upstream stays). */
 	if ((iph->tos & IP_ECN_MASK) == 0) {

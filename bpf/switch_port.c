@@ -64,7 +64,7 @@ int switch_port(struct __sk_buff *skb)
 
 	p = bpf_get_prandom_u32();		/* helper calls stay outside the lock */
 	now = bpf_ktime_get_ns();
-	arrival = udp ? vtime_arrival(bpf_ntohs(udp->check), now) : now;
+	arrival = udp ? vtime_arrival(bpf_ntohs(udp->check), now, cfg->vtime_shift) : now;
 	bpf_spin_lock(&q->lock);
 	queued = queue_drain(q, cfg, arrival);
 	kept = queue_add(q, cfg, bytes);
@@ -77,7 +77,7 @@ int switch_port(struct __sk_buff *skb)
 	}
 	if (udp)			/* before any helper that moves packet data */
 		udp->check = (cfg->flags & PORT_F_FACES_HOST) ? 0 :
-			bpf_htons(vtime_stamp(queue_departure(cfg, arrival, after)));
+			bpf_htons(vtime_stamp(queue_departure(cfg, arrival, after), cfg->vtime_shift));
 
 	pause = pause_until(cfg, after, now);
 	if (pause > st->pause_until_ns) {

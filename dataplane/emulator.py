@@ -12,7 +12,8 @@ from dataplane.bpf_build import XDP_FLAGS
 from dataplane.bpf_mmap import MmapArray
 from dataplane.cc import DcqcnConfig, Hook
 from dataplane.nic import F_KERNEL_PACER, MAX_QPS, QP_RX_WORDS, RX_BYTES_WORD, Nic, QpRx, QpTx, sender_sport
-from dataplane.switch import PAUSE_UNTIL_WORD, PORT_STATS_WORDS, PortStats, RedConfig, SwitchPorts
+from dataplane.switch import (PAUSE_UNTIL_WORD, PORT_STATS_WORDS, PortStats, RedConfig, SwitchPorts,
+                              vtime_shift_for)
 from dataplane.tx_engine import PortCredit, TxEngine
 from testbed.isolated import run_in_netns
 from testbed.netns_socket import open_packet_socket
@@ -93,15 +94,18 @@ class Emulator:
         self.nic = Nic()
         self.switch = SwitchPorts()
         self.pacer = testbed.record.get("pacer", "cooperative")
+        # the longest a hop holds a packet: a full buffer at the slowest port, then a link
+        slowest = min(p.rate_bps for node in self.plan.nodes for p in self.plan.ports(node))
+        shift = vtime_shift_for(int(sc.buffer_bytes * 8e9 / slowest) + sc.live_delay_ns)
         self.nic.configure(sc.live_rate_bps, int(live.pacing_slack_us * 1000),
                            int(live.min_time_between_cnps_us * 1000 * sc.dilation),
                            live.dcqcn.params(sc.dilation),
-                           flags=F_KERNEL_PACER if self.pacer == "kernel" else 0)
+                           flags=F_KERNEL_PACER if self.pacer == "kernel" else 0, vtime_shift=shift)
         for node in self.plan.switches:
             ports = self.plan.ports(node)
             for port in ports:
                 self.switch.configure_port(port.ifindex, port.rate_bps, live.red, sc.buffer_bytes,
-                                           faces_host=port.faces == "host")
+                                           faces_host=port.faces == "host", vtime_shift=shift)
             run_in_netns(testbed.netns(node), _attach_switch, [p.ifname for p in ports],
                          self.switch.fn.fd)
         others = os.sched_getaffinity(0) - {engine_cpu}

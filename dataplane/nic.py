@@ -19,7 +19,7 @@ QP_F_VALID = 1
 class NicConfig(ctypes.Structure):
     _fields_ = [("line_ps_per_byte", ctypes.c_uint64), ("pacing_slack_ns", ctypes.c_uint64),
                 ("min_time_between_cnps_ns", ctypes.c_uint64), ("flags", ctypes.c_uint32),
-                ("reserved", ctypes.c_uint32)]
+                ("vtime_shift", ctypes.c_uint32)]
 
 
 class QpCtx(ctypes.Structure):
@@ -95,10 +95,12 @@ class Nic:
         return kind.from_buffer_copy(bytes(table[table.Key(index)]))
 
     def configure(self, line_rate_bps: float, pacing_slack_ns: int, min_time_between_cnps_ns: int,
-                  params: Params, flags: int = 0) -> None:
+                  params: Params, flags: int = 0, vtime_shift: int = 0) -> None:
+        """vtime_shift: the unit of the wire time nic_tx stamps, 2^shift us
+        (dataplane.switch.vtime_shift_for)."""
         self._set("nic_config", 0, NicConfig(
             line_ps_per_byte=round(8e12 / line_rate_bps), pacing_slack_ns=pacing_slack_ns,
-            min_time_between_cnps_ns=min_time_between_cnps_ns, flags=flags))
+            min_time_between_cnps_ns=min_time_between_cnps_ns, flags=flags, vtime_shift=vtime_shift))
         self._set("cc_params", 0, params)
 
     def add_qp(self, qpn: int, remote_qpn: int, proc: int = 0, cnp_delay_ns: int = 0) -> None:

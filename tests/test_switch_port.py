@@ -186,27 +186,42 @@ def wire_time(frame: bytes) -> int:
     return int.from_bytes(frame[UDP_CSUM_AT:UDP_CSUM_AT + 2], "big")
 
 
-def test_packets_are_queued_by_their_virtual_wire_time_not_by_processing_time(loaded_ports):
+@pytest.mark.parametrize("shift", [0, 3])
+def test_packets_are_queued_by_their_virtual_wire_time_not_by_processing_time(loaded_ports, shift):
     """Five packets processed back to back, but stamped as they left the
     previous node one serialisation time apart, find an empty queue; the
     same packets unstamped find a growing one. A fabric port restamps each
-    with the time it leaves the model queue."""
-    loaded_ports.configure_port(PORT, 1e7, RedConfig(500, 100_000, 1.0), limit_bytes=10**6,
-                                faces_host=False)
+    with the time it leaves the model queue, in units of 2^shift us."""
+    def configure():
+        loaded_ports.configure_port(PORT, 1e7, RedConfig(500, 100_000, 1.0), limit_bytes=10**6,
+                                    faces_host=False, vtime_shift=shift)
+
+    configure()
     frame = data()
     serialisation_us = len(frame) * 8 // 10               # at 10 Mb/s, rounded down
-    gap = serialisation_us + 1
-    first = (time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000) & 0xFFFF
+    gap = (serialisation_us >> shift) + 1                  # in wire-time units
+    first = (time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000 >> shift) & 0xFFFF
     outs = [run(loaded_ports, stamped(frame, (first + gap * k) & 0xFFFF)).data_out for k in range(5)]
     st = loaded_ports.stats(PORT)
     assert st.q_max == 0 and st.marked == 0               # each found the queue empty
-    assert [wire_time(o) for o in outs] == [(first + gap * k + serialisation_us) & 0xFFFF
+    assert [wire_time(o) for o in outs] == [(first + gap * k + (serialisation_us >> shift)) & 0xFFFF
                                             for k in range(5)]
-    loaded_ports.configure_port(PORT, 1e7, RedConfig(500, 100_000, 1.0), limit_bytes=10**6,
-                                faces_host=False)
+    configure()
     for _ in range(5):
         run(loaded_ports, frame)                          # unstamped: timed by processing
     assert loaded_ports.stats(PORT).q_max >= 3 * len(frame)
+
+
+def test_the_wire_time_unit_covers_the_longest_hop_with_room_for_jitter():
+    from dataplane.switch import VTIME_JITTER_NS, vtime_shift_for
+
+    for age_ns in (0, 8_000_000, 80_000_000, 2_000_000_000):
+        shift = vtime_shift_for(age_ns)
+        covered = lambda s: (1 << 15 << s) * 1000 > age_ns + VTIME_JITTER_NS
+        assert covered(shift) and (shift == 0 or not covered(shift - 1))
+    assert vtime_shift_for(8_000_000) == 2                # the default (1 MB at 1 Gb/s): 4 us units
+    with pytest.raises(ValueError, match="too long"):
+        vtime_shift_for(10**13)
 
 
 def test_a_port_facing_a_host_clears_the_wire_time(ports):

@@ -33,7 +33,7 @@ struct nic_config {
 	__u64 pacing_slack_ns;		/* departures may catch up this much */
 	__u64 min_time_between_cnps_ns;
 	__u32 flags;
-	__u32 reserved;
+	__u32 vtime_shift;		/* wire-time unit: 2^shift us (vtime.h) */
 };
 
 /* What an RC QP context holds that the dataplane needs. */

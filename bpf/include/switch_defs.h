@@ -19,6 +19,8 @@ struct port_cfg {
 	__u64 xon_bytes;		/* ... until it has drained to this */
 	__u32 pmax;			/* marking probability at Kmax, fraction of 2^32 */
 	__u32 flags;			/* PORT_F_* */
+	__u32 vtime_shift;		/* wire-time unit: 2^shift us (vtime.h) */
+	__u32 reserved;
 };
 
 #define PORT_F_ENABLED 1u
