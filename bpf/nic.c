@@ -13,6 +13,7 @@
 #include "nic_defs.h"
 #include "nic_logic.h"
 #include "roce_cnp.h"
+#include "skb_headers.h"
 #include "vtime.h"
 
 BPF_ARRAY(nic_config, struct nic_config, 1);
@@ -57,15 +58,10 @@ int nic_tx(struct __sk_buff *skb)
 	__u16 old_word, new_word;
 	int bytes;
 
-	/* AF_PACKET senders leave all but the Ethernet header in page frags:
-	 * make the headers linear for direct access (when they are not). */
+	/* AF_PACKET senders leave all but the Ethernet header in page frags */
+	skb_linear_headers(skb, NIC_HEADER_BYTES);
 	data = (void *)(long)skb->data;
 	data_end = (void *)(long)skb->data_end;
-	if (data + NIC_HEADER_BYTES > data_end && skb->len > data_end - data) {
-		bpf_skb_pull_data(skb, skb->len < NIC_HEADER_BYTES ? skb->len : NIC_HEADER_BYTES);
-		data = (void *)(long)skb->data;
-		data_end = (void *)(long)skb->data_end;
-	}
 	cursor_init(&c, data, data_end);
 	bytes = parse_roce(&c, skb->len, &bth);
 	if (bytes < 0 || !roce_is_data(bth->opcode))

@@ -14,6 +14,7 @@
 #include <linux/udp.h>
 #include "red.h"
 #include "roce_defs.h"
+#include "skb_headers.h"
 #include "vtime.h"
 
 BPF_ARRAY(port_cfg, struct port_cfg, SWITCH_MAX_IFINDEX);
@@ -42,14 +43,9 @@ int switch_port(struct __sk_buff *skb)
 	st = port_stats.lookup(&port);
 	if (!cfg || !q || !st || !(cfg->flags & PORT_F_ENABLED))
 		return TC_ACT_OK;
-	/* forwarded skbs may hold headers in page frags: make them linear */
+	skb_linear_headers(skb, PORT_HEADER_BYTES);	/* forwarded skbs may hold them in frags */
 	data = (void *)(long)skb->data;
 	data_end = (void *)(long)skb->data_end;
-	if (data + PORT_HEADER_BYTES > data_end && skb->len > data_end - data) {
-		bpf_skb_pull_data(skb, skb->len < PORT_HEADER_BYTES ? skb->len : PORT_HEADER_BYTES);
-		data = (void *)(long)skb->data;
-		data_end = (void *)(long)skb->data_end;
-	}
 	eth = data;
 	iph = (void *)(eth + 1);
 	if ((void *)(iph + 1) <= data_end && eth->h_proto == bpf_htons(ETH_P_IP) && iph->version == 4) {

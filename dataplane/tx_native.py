@@ -67,9 +67,6 @@ def library() -> ctypes.CDLL:
         getattr(lib, name).restype = ctypes.c_size_t
     lib.tx_frame_patch.argtypes = [ctypes.POINTER(TxFrame), ctypes.c_uint32]
     lib.tx_frame_patch.restype = None
-    lib.tx_burst.argtypes = [ctypes.POINTER(TxQp), ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
-                             ctypes.c_uint32, u64p]
-    lib.tx_burst.restype = ctypes.c_int
     lib.tx_sched_push.argtypes = [ctypes.POINTER(TxSched), ctypes.c_uint32, ctypes.c_uint64]
     lib.tx_sched_push.restype = None
     lib.tx_run.argtypes = [ctypes.POINTER(TxSched), ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,

@@ -61,11 +61,9 @@ static int credit_exhausted(const struct tx_credit *c)
 	return c->sent > delivered && c->sent - delivered > c->budget;
 }
 
-/* When the QP's next packet may be handed to the kernel. */
-static uint64_t due_time(const struct tx_qp *qp, uint64_t lead_ns)
+/* When a packet that departs at `departure` may be handed to the kernel. */
+static uint64_t due_time(uint64_t departure, uint64_t lead_ns)
 {
-	uint64_t departure = *qp->departure;
-
 	return departure > lead_ns ? departure - lead_ns : 0;
 }
 
@@ -85,8 +83,8 @@ enum tx_status tx_burst(struct tx_qp *qp, uint64_t lead_ns, uint64_t not_after, 
 			uint32_t max_packets, uint64_t *when)
 {
 	for (uint32_t n = 0;; n++) {
-		uint64_t due = due_time(qp, lead_ns);
-		uint64_t departure = due + lead_ns;
+		uint64_t departure = *qp->departure;
+		uint64_t due = due_time(departure, lead_ns);
 		uint64_t now = tx_clock_ns();
 
 		if (due > not_after || n == max_packets || (due > now && due - now > spin_ns)) {
@@ -132,7 +130,7 @@ enum tx_status tx_burst(struct tx_qp *qp, uint64_t lead_ns, uint64_t not_after, 
 			e->late_ns = (int64_t)(now - departure);
 		}
 		if (qp->msg_sent >= qp->msg_len) {
-			*when = due_time(qp, lead_ns);
+			*when = due_time(*qp->departure, lead_ns);
 			return TX_MESSAGE_DONE;
 		}
 	}
