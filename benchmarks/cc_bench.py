@@ -11,7 +11,8 @@ from __future__ import annotations
 import ctypes
 import time
 
-from dataplane.cc import EV_ADVANCE, EV_CNP, EV_TX, BpfCC, DcqcnConfig, Event, HostCC, State
+from dataplane.cc import EV_ADVANCE, EV_CNP, EV_TX, BpfCC, Event, HostCC, State, core_params
+from scenario.dcqcn import DcqcnConfig
 from dataplane.cc_model import DcqcnModel
 from dataplane.prog_test_run import prog_test_run
 
@@ -27,7 +28,7 @@ def bpf_ns_per_event() -> list[tuple[str, float, float]]:
     # due), so each repeat does the whole event: timers, then the event.
     cc = BpfCC(from_template=True)
     host = HostCC()
-    params = DcqcnConfig(rpg_byte_reset=16384, rate_reduce_monitor_period_us=0).params()
+    params = core_params(DcqcnConfig(rpg_byte_reset=16384, rate_reduce_monitor_period_us=0))
     template = host.run(params, [Event(kind=EV_CNP, now_ns=t) for t in (0, 10_000, 20_000)])[-1]
     cc.set_params(params)
     cc.set_state(template, slot=1)
@@ -50,7 +51,7 @@ def bpf_ns_per_event() -> list[tuple[str, float, float]]:
 
 def host_events_per_s(n: int = 1_000_000) -> float:
     host = HostCC()
-    params = DcqcnConfig(rpg_byte_reset=0).params()
+    params = core_params(DcqcnConfig(rpg_byte_reset=0))
     kinds = (EV_TX, EV_TX, EV_TX, EV_CNP, EV_ADVANCE)
     events = (Event * n)(*[Event(kind=kinds[i % 5], bytes=4096, now_ns=i * 2_000) for i in range(n)])
     state = State()
@@ -60,7 +61,7 @@ def host_events_per_s(n: int = 1_000_000) -> float:
 
 
 def model_events_per_s(n: int = 100_000) -> float:
-    params = DcqcnConfig(rpg_byte_reset=0).params()
+    params = core_params(DcqcnConfig(rpg_byte_reset=0))
     model = DcqcnModel(params, exact_steps=0)
     kinds = (EV_TX, EV_TX, EV_TX, EV_CNP, EV_ADVANCE)
     events = [Event(kind=kinds[i % 5], bytes=4096, now_ns=i * 2_000) for i in range(n)]

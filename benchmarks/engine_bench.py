@@ -20,11 +20,11 @@ PAYLOAD = 1024
 
 
 def _throughput():
-    from dataplane.emulator import Emulator
+    from experiment.emulator import Emulator
     from dataplane.tx_engine import now_ns
     from dataplane.tx_native import library
     from testbed.builder import Testbed
-    from testbed.scenario import parse_scenario
+    from scenario.spec import parse_scenario
     from testbed.state import StateStore
 
     import os
@@ -66,10 +66,10 @@ def _throughput():
 
 def _pacing():
     from dataplane.cc import Hook
-    from dataplane.emulator import Emulator
+    from experiment.emulator import Emulator
     from dataplane.fidelity import qp_fidelity
     from testbed.builder import Testbed
-    from testbed.scenario import parse_scenario
+    from scenario.spec import parse_scenario
     from testbed.state import StateStore
 
     import os

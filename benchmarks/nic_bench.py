@@ -7,10 +7,12 @@ from __future__ import annotations
 import time
 
 from dataplane import roce
-from dataplane.cc import DcqcnConfig
+from dataplane.cc import core_params
 from dataplane.nic import Nic, sender_sport
 from dataplane.prog_test_run import prog_test_run
-from dataplane.switch import RedConfig, SwitchPorts
+from dataplane.switch import SwitchPorts
+from scenario.dcqcn import DcqcnConfig
+from scenario.ecn import RedConfig
 
 REPEAT = 200_000
 SKB_CTX = bytes(192)
@@ -28,7 +30,7 @@ def main() -> None:
     from dataplane.bpf_build import compile_bpf
 
     nic = Nic()
-    nic.configure(1e9, 20_000, 50_000, DcqcnConfig().params())
+    nic.configure(1e9, 20_000, 50_000, core_params(DcqcnConfig()))
     nic.add_qp(5, 9)
     nic.add_qp(9, 5)
     empty_xdp = compile_bpf("xdp_pass")

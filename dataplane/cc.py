@@ -5,11 +5,11 @@ BPF_PROG_TEST_RUN)."""
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass, fields
 from pathlib import Path
 
 from dataplane.bpf_build import BPF_DIR
 from dataplane.host_lib import build_shared_library
+from scenario.dcqcn import DcqcnConfig
 
 RATE_ONE = 1 << 20        # line rate in the core's fixed point
 ALPHA_ONE = 1 << 20
@@ -58,79 +58,26 @@ class Event(ctypes.Structure):
                 ("now_ns", ctypes.c_uint64), ("hook", Hook)]
 
 
-class ParamError(ValueError):
-    """A CC parameter out of its range; str() names it."""
+def rate_q20(config: DcqcnConfig, mbps: float) -> int:
+    """A rate as the core's fixed-point fraction of the config's line rate."""
+    return round(mbps * 1e6 / (config.line_rate_gbps * 1e9) * RATE_ONE)
 
 
-@dataclass(frozen=True)
-class DcqcnConfig:
-    """DCQCN reaction-point parameters with NVIDIA firmware names and
-    defaults (DESIGN section 5), in physical units, plus PRC's weight bounds."""
-
-    line_rate_gbps: float = 100.0
-    rpg_time_reset_us: float = 300.0
-    rpg_byte_reset: int = 32767
-    rpg_threshold: int = 1
-    rpg_ai_rate_mbps: float = 5.0
-    rpg_hai_rate_mbps: float = 50.0
-    rpg_gd: int = 11
-    rpg_min_dec_fac: int = 50
-    rpg_min_rate_mbps: float = 1.0
-    dce_tcp_g: int = 1019
-    dce_tcp_rtt_us: float = 1.0
-    rate_reduce_monitor_period_us: float = 4.0
-    initial_alpha_value: int = 1023
-    w_min: float = 0.25
-    w_max: float = 4.0
-
-    def rate_q20(self, mbps: float) -> int:
-        return round(mbps * 1e6 / (self.line_rate_gbps * 1e9) * RATE_ONE)
-
-    def params(self, dilation: float = 1.0) -> Params:
-        """The core's parameter struct: rates as fractions of line rate,
-        times in ns scaled by the dilation factor."""
-        self.validate()
-        ns = lambda us: max(1, round(us * 1000 * dilation))
-        return Params(
-            rpg_time_reset_ns=ns(self.rpg_time_reset_us), rpg_byte_reset=self.rpg_byte_reset,
-            rpg_threshold=self.rpg_threshold, rpg_ai_rate=self.rate_q20(self.rpg_ai_rate_mbps),
-            rpg_hai_rate=self.rate_q20(self.rpg_hai_rate_mbps), rpg_gd=self.rpg_gd,
-            rpg_min_dec_fac=self.rpg_min_dec_fac, rpg_min_rate=self.rate_q20(self.rpg_min_rate_mbps),
-            dce_tcp_g=self.dce_tcp_g, dce_tcp_rtt_ns=ns(self.dce_tcp_rtt_us),
-            rate_reduce_monitor_period_ns=ns(self.rate_reduce_monitor_period_us),
-            initial_alpha_value=self.initial_alpha_value,
-            w_min=round(self.w_min * WEIGHT_ONE), w_max=round(self.w_max * WEIGHT_ONE))
-
-    def validate(self) -> None:
-        checks = [
-            ("line_rate_gbps", self.line_rate_gbps > 0, "must be positive"),
-            ("rpg_time_reset_us", 0 < self.rpg_time_reset_us <= 4e6, "must be in (0, 4 s]"),
-            ("rpg_byte_reset", self.rpg_byte_reset == 0 or 1024 <= self.rpg_byte_reset < 2**31,
-             "must be 0 (off) or 1024..2^31"),
-            ("rpg_threshold", 1 <= self.rpg_threshold <= 31, "must be 1..31"),
-            ("rpg_ai_rate_mbps", 0 <= self.rpg_ai_rate_mbps <= self.line_rate_gbps * 1e3,
-             "must be within 0..line rate"),
-            ("rpg_hai_rate_mbps", 0 <= self.rpg_hai_rate_mbps <= self.line_rate_gbps * 1e3,
-             "must be within 0..line rate"),
-            ("rpg_gd", 10 <= self.rpg_gd <= 20, "must be 10..20"),
-            ("rpg_min_dec_fac", 0 <= self.rpg_min_dec_fac <= 100, "must be 0..100 (percent)"),
-            ("rpg_min_rate_mbps", 0 <= self.rpg_min_rate_mbps <= self.line_rate_gbps * 1e3,
-             "must be within 0..line rate"),
-            ("dce_tcp_g", 0 <= self.dce_tcp_g <= 1024, "must be 0..1024"),
-            ("dce_tcp_rtt_us", 0 < self.dce_tcp_rtt_us <= 4e6, "must be in (0, 4 s]"),
-            ("rate_reduce_monitor_period_us", 0 <= self.rate_reduce_monitor_period_us <= 4e6,
-             "must be in [0, 4 s]"),
-            ("initial_alpha_value", 0 <= self.initial_alpha_value <= 1024, "must be 0..1024"),
-            ("w_min", 1 / 1024 <= self.w_min <= 1, "must be in [1/1024, 1]"),
-            ("w_max", 1 <= self.w_max <= 64, "must be in [1, 64]"),
-        ]
-        for name, ok, reason in checks:
-            if not ok:
-                raise ParamError(f"{name}: {reason}, got {getattr(self, name)}")
-
-    @classmethod
-    def field_names(cls) -> list[str]:
-        return [f.name for f in fields(cls)]
+def core_params(config: DcqcnConfig, dilation: float = 1.0) -> Params:
+    """The core's parameter struct: rates as fractions of line rate, times in
+    ns scaled by the dilation factor."""
+    config.validate()
+    ns = lambda us: max(1, round(us * 1000 * dilation))
+    q20 = lambda mbps: rate_q20(config, mbps)
+    return Params(
+        rpg_time_reset_ns=ns(config.rpg_time_reset_us), rpg_byte_reset=config.rpg_byte_reset,
+        rpg_threshold=config.rpg_threshold, rpg_ai_rate=q20(config.rpg_ai_rate_mbps),
+        rpg_hai_rate=q20(config.rpg_hai_rate_mbps), rpg_gd=config.rpg_gd,
+        rpg_min_dec_fac=config.rpg_min_dec_fac, rpg_min_rate=q20(config.rpg_min_rate_mbps),
+        dce_tcp_g=config.dce_tcp_g, dce_tcp_rtt_ns=ns(config.dce_tcp_rtt_us),
+        rate_reduce_monitor_period_ns=ns(config.rate_reduce_monitor_period_us),
+        initial_alpha_value=config.initial_alpha_value,
+        w_min=round(config.w_min * WEIGHT_ONE), w_max=round(config.w_max * WEIGHT_ONE))
 
 
 def hook(weight: float = 1.0, floor_frac: float = 0.0, cap_frac: float = 0.0) -> Hook:

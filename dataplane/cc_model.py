@@ -1,5 +1,5 @@
 """An independent floating-point model of the DCQCN reaction point with the
-PRC hook, written from the specification (docs/cc.md, DESIGN section 5)
+PRC hook, written from the specification (docs/cc.md)
 and not from the C: the two C builds share one source, so only a model
 like this can catch a bug in it. Rates are fractions of line rate, alpha a
 fraction; integer parameters and times are the core's own."""
@@ -130,7 +130,7 @@ class DcqcnModel:
         s.t = min(s.t + k, COUNT_MAX)
 
     def _increment(self, t: int, bc: int, w: float) -> float:
-        """Stage rules of DESIGN section 5 for an event leaving (T, BC)."""
+        """Stage rules of docs/cc.md for an event leaving (T, BC)."""
         p = self.p
         f, ai, hai = p.rpg_threshold, p.rpg_ai_rate * w / RATE_ONE, p.rpg_hai_rate * w / RATE_ONE
         if p.rpg_byte_reset == 0:

@@ -13,8 +13,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from dataplane.cc import (ALPHA_ONE, EVENT_KINDS, RATE_ONE, DcqcnConfig, Event, HostCC, ParamError,
-                          hook)
+from dataplane.cc import ALPHA_ONE, EVENT_KINDS, RATE_ONE, Event, HostCC, core_params, hook
+from scenario.dcqcn import DcqcnConfig, ParamError
 
 REQUIRED = ("time_us", "event")
 PLOT_SAMPLES = 1000
@@ -90,7 +90,7 @@ def _number(row: dict, column: str, where: str, default: float | None = None) ->
 
 
 def run_points(names: list[str], events: list[Event], config: DcqcnConfig) -> list[TracePoint]:
-    states = HostCC().run(config.params(), events)
+    states = HostCC().run(core_params(config), events)
     scale = config.line_rate_gbps / RATE_ONE
     return [TracePoint(ev.now_ns / 1000, name, st.rc * scale, st.rt * scale, st.alpha / ALPHA_ONE,
                        st.t_count, st.bc_count)

@@ -4,7 +4,8 @@ are keyed by their testbed-unique ifindex."""
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass
+
+from scenario.ecn import RedConfig
 
 MAX_IFINDEX = 8192
 PORT_F_ENABLED = 1
@@ -44,30 +45,6 @@ def vtime_shift_for(longest_age_ns: int) -> int:
     if shift > 15:
         raise ValueError(f"a hop may delay a packet {longest_age_ns / 1e9:.1f} s: too long for a wire time")
     return shift
-
-
-@dataclass(frozen=True)
-class RedConfig:
-    """ECN marking thresholds in bytes (not scaled by dilation) and Pmax."""
-
-    kmin_bytes: int = 5_000
-    kmax_bytes: int = 200_000
-    pmax: float = 0.01
-    lossless: bool = False      # PFC-like pause at xoff_bytes until drained to xon_bytes
-    xoff_bytes: int = 0         # 0: a quarter of the port's buffer
-    xon_bytes: int = 0          # 0: an eighth of the port's buffer
-
-    def xoff(self, buffer_bytes: int) -> int:
-        return self.xoff_bytes or buffer_bytes // 4
-
-    def xon(self, buffer_bytes: int) -> int:
-        return min(self.xon_bytes or buffer_bytes // 8, self.xoff(buffer_bytes))
-
-    def validate(self) -> None:
-        if not 0 <= self.kmin_bytes <= self.kmax_bytes:
-            raise ValueError(f"RED: need 0 <= kmin_bytes <= kmax_bytes, got {self.kmin_bytes}, {self.kmax_bytes}")
-        if not 0 <= self.pmax <= 1:
-            raise ValueError(f"RED: pmax must be within 0..1, got {self.pmax}")
 
 
 class SwitchPorts:

@@ -18,7 +18,7 @@ from dataclasses import asdict
 from testbed.features import qdisc_problem
 from testbed.isolated import run_in_netns
 from testbed.node_setup import configure_node, create_veths, node_sysctls, write_sysctls
-from testbed.scenario import Scenario, ScenarioError
+from scenario.spec import Scenario, ScenarioError
 from testbed.state import StateStore
 from testbed.topology import Plan, plan_topology
 

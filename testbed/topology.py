@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
-from testbed.scenario import Scenario
+from scenario.spec import Scenario
 
 IFNAME_MAX = 15
 FIRST_IFINDEX = 1000   # well above lo (1) in every namespace

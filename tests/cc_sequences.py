@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import random
 
-from dataplane.cc import EV_ADVANCE, EV_CNP, EV_TX, DcqcnConfig, Event, Hook, Params
+from dataplane.cc import EV_ADVANCE, EV_CNP, EV_TX, Event, Hook, Params
+from scenario.dcqcn import DcqcnConfig
 
 
 def random_config(rng: random.Random) -> DcqcnConfig:

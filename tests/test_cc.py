@@ -7,8 +7,9 @@ import random
 import pytest
 
 from cc_sequences import random_config, random_sequence
-from dataplane.cc import (ALPHA_ONE, EV_ADVANCE, EV_CNP, EV_TX, RATE_ONE, DcqcnConfig, Event, Hook,
-                          HostCC, Params, ParamError, State, event, hook)
+from dataplane.cc import (ALPHA_ONE, EV_ADVANCE, EV_CNP, EV_TX, RATE_ONE, Event, Hook, HostCC, Params, State,
+                          core_params, event, hook)
+from scenario.dcqcn import DcqcnConfig, ParamError
 from dataplane.cc_model import DcqcnModel
 
 RATE_TOL = 0.01      # of line rate
@@ -48,7 +49,7 @@ def test_bpf_and_host_builds_are_bit_exact_and_follow_the_float_model(host, bpf_
     rng = random.Random(20261205)
     events = worst_rate = worst_alpha = 0.0
     for seq in range(SEQUENCES):
-        params = random_config(rng).params()
+        params = core_params(random_config(rng))
         seq_events = random_sequence(rng, params, rng.randint(1, 30))
         from_host = host.run(params, seq_events)
         from_bpf = bpf_cc.run(params, seq_events)
@@ -73,7 +74,7 @@ def test_model_summing_equals_model_stepping():
     simulation of the same steps."""
     rng = random.Random(7)
     for _ in range(300):
-        params = random_config(rng).params()
+        params = core_params(random_config(rng))
         seq = [Event(kind=EV_CNP, now_ns=1000 + i * 1000) for i in range(rng.randint(1, 4))]
         seq.append(Event(kind=EV_ADVANCE, now_ns=seq[-1].now_ns + params.rpg_time_reset_ns
                          * rng.randint(100, 20_000) + rng.randint(0, params.rpg_time_reset_ns)))
@@ -83,18 +84,18 @@ def test_model_summing_equals_model_stepping():
             assert a.rc == pytest.approx(b.rc, abs=1e-9) and a.rt == pytest.approx(b.rt, abs=1e-9)
 
 
-# -- canonical DCQCN (DESIGN section 5) -------------------------------------
+# -- canonical DCQCN (docs/cc.md) -------------------------------------
 
 def _paper(**over) -> Params:
     """Byte counter off (the ns-3 convention), F = 5, a clear timer."""
     values = dict(rpg_byte_reset=0, rpg_threshold=5, rpg_time_reset_us=55, dce_tcp_rtt_us=55,
                   rate_reduce_monitor_period_us=4, rpg_ai_rate_mbps=40, rpg_hai_rate_mbps=100)
     values.update(over)
-    return DcqcnConfig(**values).params()
+    return core_params(DcqcnConfig(**values))
 
 
 def test_a_single_cnp_cuts_by_half_of_alpha_starting_at_1023_over_1024(host):
-    (st,) = host.run(DcqcnConfig().params(), [event(EV_CNP, 10_000)])
+    (st,) = host.run(core_params(DcqcnConfig()), [event(EV_CNP, 10_000)])
     assert st.rc == RATE_ONE - (RATE_ONE * 1023 // 2048)
     assert st.rt == RATE_ONE
     assert st.alpha == 1023 * ALPHA_ONE // 1024
@@ -183,7 +184,7 @@ def test_weight_above_one_tempers_the_cut(host):
 def test_weight_one_is_exactly_dcqcn(host):
     rng = random.Random(3)
     for _ in range(300):
-        params = random_config(rng).params()
+        params = core_params(random_config(rng))
         seq = random_sequence(rng, params, 20)
         plain = [Event(kind=e.kind, bytes=e.bytes, now_ns=e.now_ns, hook=Hook()) for e in seq]
         weight_one = [Event(kind=e.kind, bytes=e.bytes, now_ns=e.now_ns, hook=Hook(weight=1024))
@@ -194,7 +195,7 @@ def test_weight_one_is_exactly_dcqcn(host):
 def test_the_floor_is_never_undercut_and_the_cap_never_exceeded(host):
     rng = random.Random(11)
     for _ in range(500):
-        params = random_config(rng).params()
+        params = core_params(random_config(rng))
         floor, cap = rng.randint(1, RATE_ONE), rng.randint(1, RATE_ONE)
         hk = Hook(weight=rng.randint(1, 8192), rate_floor=floor, rate_cap=cap)
         seq = [Event(kind=e.kind, bytes=e.bytes, now_ns=e.now_ns, hook=hk)
@@ -207,7 +208,7 @@ def test_the_floor_is_never_undercut_and_the_cap_never_exceeded(host):
                                          ("rpg_byte_reset", 100), ("w_max", 0.5), ("line_rate_gbps", 0)])
 def test_out_of_range_parameters_are_refused_by_name(field, value):
     with pytest.raises(ParamError, match=field):
-        DcqcnConfig(**{field: value}).params()
+        core_params(DcqcnConfig(**{field: value}))
 
 
 def test_looking_at_the_rate_between_events_does_not_change_it(host):
@@ -218,7 +219,7 @@ def test_looking_at_the_rate_between_events_does_not_change_it(host):
     applied at events, so looking can move it: weights only here.)"""
     rng = random.Random(5)
     for _ in range(500):
-        params = random_config(rng).params()
+        params = core_params(random_config(rng))
         seq = [Event(kind=e.kind, bytes=e.bytes, now_ns=e.now_ns, hook=Hook(weight=e.hook.weight))
                for e in random_sequence(rng, params, 15)]
         looked = []

@@ -10,7 +10,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def cc_trace(*args):
-    return subprocess.run([sys.executable, "-m", "control.cli", "cc", "trace", *args],
+    return subprocess.run([sys.executable, "-m", "cli.main", "cc", "trace", *args],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
 
 

@@ -10,7 +10,7 @@ pytestmark = [pytest.mark.root, pytest.mark.bcc, pytest.mark.netns]
 
 
 def prc_emu(*args):
-    return subprocess.run([sys.executable, "-m", "control.cli", *args],
+    return subprocess.run([sys.executable, "-m", "cli.main", *args],
                           capture_output=True, text=True, cwd=REPO, timeout=300)
 
 

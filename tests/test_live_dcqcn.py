@@ -23,7 +23,7 @@ def _default_testbed(**tables):
     """The default scenario (with `tables` replacing or adding scenario
     tables) up in a temporary state directory: (scenario, testbed)."""
     from testbed.builder import Testbed
-    from testbed.scenario import parse_scenario
+    from scenario.spec import parse_scenario
     from testbed.state import StateStore
 
     data = tomllib.loads((REPO / "examples/default.toml").read_text())
@@ -38,7 +38,7 @@ def _run(flows, duration_s, settle_s=0.5, pacer="auto", hooks=None):
     """Returns the result, the bottleneck's model queue samples and how many
     packets its qdisc dropped (a full buffer at start-up, before DCQCN cut
     the rates: the queue reached 600 KB of 1 MB in one run)."""
-    from dataplane.live_run import run_flows
+    from experiment.live_run import run_flows
     from testbed import probes
     from testbed.isolated import run_in_netns
 
@@ -109,7 +109,7 @@ def test_the_kernel_pacer_holds_early_packets_to_their_departure_time():
 
 
 def _run_with_capture(pcap: str):
-    from dataplane.live_run import run_flows
+    from experiment.live_run import run_flows
     from testbed import probes
     from testbed.isolated import start_in_netns
 
@@ -148,7 +148,7 @@ def test_a_capture_on_the_bottleneck_passes_an_independent_decoder(tmp_path):
 
 
 def _run_with_queue_pairs():
-    from dataplane.live_run import run_flows
+    from experiment.live_run import run_flows
     from testbed import probes
     from testbed.isolated import start_in_netns
 
@@ -182,7 +182,7 @@ def test_the_marking_queue_model_follows_the_real_htb_backlog():
 
 
 def _incast(pfc: bool):
-    from dataplane.live_run import run_flows
+    from experiment.live_run import run_flows
     from testbed import probes
     from testbed.isolated import run_in_netns
 
@@ -211,7 +211,7 @@ def _attach_into_a_vanished_host():
     import os
     import subprocess
 
-    from dataplane.emulator import Emulator
+    from experiment.emulator import Emulator
 
     with _default_testbed() as (scenario, testbed):
         subprocess.run(["ip", "netns", "del", testbed.netns("h3")], check=True)
@@ -234,7 +234,7 @@ def test_an_emulator_that_fails_halfway_leaves_no_descriptors_open():
 def _messages_across_the_testbed(lengths):
     import time
 
-    from dataplane.emulator import Emulator
+    from experiment.emulator import Emulator
 
     with _default_testbed() as (scenario, testbed):
         emu = Emulator(testbed, scenario.live)

@@ -10,10 +10,11 @@ import zlib
 import pytest
 
 from dataplane import roce, tshark
-from dataplane.cc import EV_CNP, EV_TX, DcqcnConfig, Event, Hook, HostCC
+from dataplane.cc import EV_CNP, EV_TX, Event, Hook, HostCC, core_params
 from dataplane.nic import (F_KERNEL_PACER, F_PASS_DATA, Nic, NicConfig, QpCc, QpCtx, QpRx, QpTx,
                            crc32_table, sender_sport)
 from dataplane.prog_test_run import prog_test_run
+from scenario.dcqcn import DcqcnConfig
 from frames import IP_AT, mutated_frames
 
 pytestmark = [pytest.mark.bcc, pytest.mark.root]
@@ -35,7 +36,7 @@ def loaded_nic():
 @pytest.fixture
 def nic(loaded_nic):
     loaded_nic.reset(qps=range(16), procs=range(4))
-    loaded_nic.configure(LINE_BPS, SLACK_NS, 50_000, DcqcnConfig().params())
+    loaded_nic.configure(LINE_BPS, SLACK_NS, 50_000, core_params(DcqcnConfig()))
     loaded_nic.add_qp(SENDER, RECEIVER)
     loaded_nic.add_qp(RECEIVER, SENDER)
     return loaded_nic
@@ -100,10 +101,10 @@ def test_ce_marked_data_becomes_a_valid_cnp_to_the_sender(nic):
 
 
 def test_at_most_one_cnp_per_qp_per_interval(nic):
-    nic.configure(LINE_BPS, 20_000, 200_000_000, DcqcnConfig().params())
+    nic.configure(LINE_BPS, 20_000, 200_000_000, core_params(DcqcnConfig()))
     verdicts = [rx(nic, data(psn=i, ecn=roce.CE)).verdict for i in range(5)]
     assert verdicts == [XDP_TX] + [XDP_DROP] * 4
-    nic.configure(LINE_BPS, 20_000, 1_000, DcqcnConfig().params())
+    nic.configure(LINE_BPS, 20_000, 1_000, core_params(DcqcnConfig()))
     time.sleep(0.001)
     assert rx(nic, data(psn=5, ecn=roce.CE)).verdict == XDP_TX
     r = nic.rx(RECEIVER)
@@ -118,7 +119,7 @@ def test_a_cnp_cuts_the_senders_rate_exactly_as_the_host_library(nic):
         st = nic.cc_state(SENDER)
         cut_times.append(st.last_cut_hi << 32 | st.last_cut_lo)
         time.sleep(0.0002)                           # past the monitor period
-    host = HostCC().run(DcqcnConfig().params(), [Event(kind=EV_CNP, now_ns=t) for t in cut_times])
+    host = HostCC().run(core_params(DcqcnConfig()), [Event(kind=EV_CNP, now_ns=t) for t in cut_times])
     assert nic.cc_state(SENDER).key() == host[-1].key()
     assert nic.tx(SENDER).cnps_received == 3
 
@@ -138,7 +139,7 @@ def test_a_delayed_cnp_takes_effect_at_its_due_time(nic):
     assert nic.tx(SENDER).cnps_merged == 1 and nic.cc(SENDER).cnp_due_ns == due
     time.sleep(delay / 1e9 + 0.001)
     rx(nic, cnp)                                   # the waiting one applies; this one waits
-    (expected,) = HostCC().run(DcqcnConfig().params(), [Event(kind=EV_CNP, now_ns=due)])
+    (expected,) = HostCC().run(core_params(DcqcnConfig()), [Event(kind=EV_CNP, now_ns=due)])
     assert nic.cc_state(SENDER).key() == expected.key()
     second_due = nic.cc(SENDER).cnp_due_ns
     assert second_due > due + delay and nic.tx(SENDER).cnps_received == 3
@@ -154,7 +155,7 @@ def test_a_delayed_cnp_takes_effect_at_its_due_time(nic):
     tx_ns = len(frame) * round(8e12 / LINE_BPS) * (1 << 20) // st.rc // 1000
     sent_at = nic.tx(SENDER).next_departure_ns - tx_ns + SLACK_NS
     assert before <= sent_at <= after
-    (*_, expected) = HostCC().run(DcqcnConfig().params(), [
+    (*_, expected) = HostCC().run(core_params(DcqcnConfig()), [
         Event(kind=EV_CNP, now_ns=due), Event(kind=EV_CNP, now_ns=second_due),
         Event(kind=EV_TX, bytes=len(frame), now_ns=sent_at)])
     assert st.key() == expected.key()
@@ -172,7 +173,7 @@ def test_receive_accounting_counts_gaps_reordering_and_completions(nic):
 
 
 def test_debug_switch_passes_received_data_up(nic):
-    nic.configure(LINE_BPS, 20_000, 50_000, DcqcnConfig().params(), flags=F_PASS_DATA)
+    nic.configure(LINE_BPS, 20_000, 50_000, core_params(DcqcnConfig()), flags=F_PASS_DATA)
     frame = data()
     result = rx(nic, frame)
     assert result.verdict == XDP_PASS and result.data_out == frame
@@ -202,7 +203,7 @@ def test_nic_tx_publishes_departures_at_the_qps_rate_and_counts_early_packets(ni
 
 
 def test_kernel_pacer_stamps_the_departure_time(nic):
-    nic.configure(LINE_BPS, 20_000, 50_000, DcqcnConfig().params(), flags=F_KERNEL_PACER)
+    nic.configure(LINE_BPS, 20_000, 50_000, core_params(DcqcnConfig()), flags=F_KERNEL_PACER)
     nic.set_hook(0, Hook(rate_cap=1 << 16))
     frame = data(payload=3000)
     tx(nic, frame)
@@ -227,7 +228,7 @@ def test_random_frames_touch_only_what_they_should(nic):
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    nic.configure(LINE_BPS, 20_000, 10**15, DcqcnConfig().params())   # one CNP per QP
+    nic.configure(LINE_BPS, 20_000, 10**15, core_params(DcqcnConfig()))   # one CNP per QP
     known = range(1, 8)
     for q in known:
         nic.add_qp(q, 8 - q)

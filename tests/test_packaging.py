@@ -8,7 +8,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("name", ["dataplane", "control", "testbed"])
+@pytest.mark.parametrize("name", ["scenario", "dataplane", "testbed", "control", "experiment", "cli"])
 def test_top_level_packages_resolve_to_this_repository(name):
     # PyPI has unrelated distributions with these names; ours must win.
     module = __import__(name)
@@ -16,7 +16,7 @@ def test_top_level_packages_resolve_to_this_repository(name):
 
 
 def test_unknown_command_exits_2_with_one_line():
-    proc = subprocess.run([sys.executable, "-m", "control.cli", "no-such-command"],
+    proc = subprocess.run([sys.executable, "-m", "cli.main", "no-such-command"],
                           capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 2
     assert proc.stdout == ""
@@ -25,7 +25,7 @@ def test_unknown_command_exits_2_with_one_line():
 
 
 def test_missing_command_exits_2_with_one_line():
-    proc = subprocess.run([sys.executable, "-m", "control.cli"], capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.run([sys.executable, "-m", "cli.main"], capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1
 

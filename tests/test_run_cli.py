@@ -25,7 +25,7 @@ def _cli_run(tmp: str, scenario_text: str, stop_after_s: float | None = None, ex
 
     scenario = Path(tmp) / "scenario.toml"
     scenario.write_text(scenario_text)
-    proc = subprocess.Popen([sys.executable, "-m", "control.cli", "run", str(scenario), "--results",
+    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "run", str(scenario), "--results",
                              tmp + "/results", "--state-dir", tmp + "/state", *extra], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if stop_after_s is not None:
@@ -77,7 +77,7 @@ def test_sigterm_during_a_run_leaves_no_results_and_no_testbed(tmp_path):
 def test_bad_scenario_exits_2_and_writes_nothing(tmp_path):
     scenario = tmp_path / "bad.toml"
     scenario.write_text('[traffic]\nflows = [["h0", "h7"]]\n')
-    proc = subprocess.run([sys.executable, "-m", "control.cli", "run", str(scenario), "--results",
+    proc = subprocess.run([sys.executable, "-m", "cli.main", "run", str(scenario), "--results",
                            str(tmp_path / "results")], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "traffic.flows" in proc.stderr
@@ -89,7 +89,7 @@ def test_bad_scenario_exits_2_and_writes_nothing(tmp_path):
 def test_a_bad_capture_port_exits_2_before_anything_is_built(tmp_path, spec, reason):
     scenario = tmp_path / "short.toml"
     scenario.write_text(SHORT)
-    proc = subprocess.run([sys.executable, "-m", "control.cli", "run", str(scenario), "--results",
+    proc = subprocess.run([sys.executable, "-m", "cli.main", "run", str(scenario), "--results",
                            str(tmp_path / "results"), "--state-dir", str(tmp_path / "state"),
                            "--capture", spec], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert proc.returncode == 2
@@ -101,7 +101,7 @@ def test_a_bad_capture_port_exits_2_before_anything_is_built(tmp_path, spec, rea
 def _top_during_run(tmp: str) -> dict:
     scenario = Path(tmp) / "scenario.toml"
     scenario.write_text(SHORT.replace("duration_s = 3.0", "duration_s = 6.0"))
-    cli = [sys.executable, "-m", "control.cli"]
+    cli = [sys.executable, "-m", "cli.main"]
     run = subprocess.Popen(cli + ["run", str(scenario), "--results", tmp + "/results", "--state-dir",
                                   tmp + "/state"], cwd=REPO, stdout=subprocess.PIPE, text=True)
     from testbed.state import StateStore

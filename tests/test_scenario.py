@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.scenario import ScenarioError, load_scenario, parse_scenario
+from scenario.spec import ScenarioError, load_scenario, parse_scenario
 from testbed.topology import IFNAME_MAX, plan_topology
 
 REPO = Path(__file__).resolve().parent.parent
@@ -84,7 +84,7 @@ def test_testbed_up_rejects_bad_input_with_exit_2_one_line_and_makes_nothing(tmp
     path.write_text(_toml(data))
     state = tmp_path / "state"
     before = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    proc = subprocess.run([sys.executable, "-m", "control.cli", "testbed", "--state-dir", str(state),
+    proc = subprocess.run([sys.executable, "-m", "cli.main", "testbed", "--state-dir", str(state),
                            "up", str(path)], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()

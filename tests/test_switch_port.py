@@ -9,7 +9,8 @@ import pytest
 
 from dataplane import roce
 from dataplane.prog_test_run import prog_test_run
-from dataplane.switch import RedConfig, SwitchPorts
+from dataplane.switch import SwitchPorts
+from scenario.ecn import RedConfig
 from frames import IP_AT, mutated_frames
 from test_nic import SKB_CTX_BYTES, ip_checksum_ok
 

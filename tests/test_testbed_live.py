@@ -27,7 +27,7 @@ def _up_check_down(scenario_data: dict, check) -> dict:
     """In the sandbox: bring the scenario up, run check(testbed) -> dict,
     take it down; report what existed before, during and after."""
     from testbed.builder import Testbed
-    from testbed.scenario import parse_scenario
+    from scenario.spec import parse_scenario
     from testbed.state import StateStore
 
     before = _links_and_netns()
@@ -157,7 +157,7 @@ def _interrupt_up(sig: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         scenario = Path(tmp) / "big.toml"
         scenario.write_text('[topology]\nhosts = 24\n')
-        cli = [sys.executable, "-m", "control.cli", "testbed", "--state-dir", tmp + "/state"]
+        cli = [sys.executable, "-m", "cli.main", "testbed", "--state-dir", tmp + "/state"]
         proc = subprocess.Popen(cli + ["up", str(scenario)], cwd=REPO,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         store = StateStore(tmp + "/state")
@@ -205,7 +205,7 @@ def test_sigterm_during_up_rolls_back_everything():
 _WITH_BODY = """
 import sys, time
 from testbed.builder import Testbed
-from testbed.scenario import parse_scenario
+from scenario.spec import parse_scenario
 from testbed.state import StateStore
 with Testbed.up(parse_scenario({}), StateStore(sys.argv[1])) as testbed:
     print(testbed.run_id, flush=True)

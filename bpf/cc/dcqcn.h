@@ -19,7 +19,7 @@
  *  - increase events (every rpg_time_reset: T += 1; every rpg_byte_reset
  *    bytes: BC += 1) move Rc halfway to Rt after raising Rt by 0 (fast
  *    recovery), rpg_ai_rate * w (additive) or i * rpg_hai_rate * w (hyper,
- *    i <= 64), per the stage rules of DESIGN section 5.
+ *    i <= 64), per the stage rules of docs/cc.md.
  *  - timer events between two calls are applied lazily from elapsed time,
  *    in closed form per stretch of steps whose increment is linear in T.
  *  - PRC hook: weight w scales increase steps and divides the cut; a

@@ -5,16 +5,15 @@ TX engine for all hosts."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from dataplane import roce
 from dataplane.bpf_build import XDP_FLAGS
 from dataplane.bpf_mmap import MmapArray
-from dataplane.cc import DcqcnConfig, Hook
+from dataplane.cc import Hook, core_params
 from dataplane.nic import F_KERNEL_PACER, MAX_QPS, QP_RX_WORDS, RX_BYTES_WORD, Nic, QpRx, QpTx, sender_sport
-from dataplane.switch import (PAUSE_UNTIL_WORD, PORT_STATS_WORDS, PortStats, RedConfig, SwitchPorts,
-                              vtime_shift_for)
+from dataplane.switch import PAUSE_UNTIL_WORD, PORT_STATS_WORDS, PortStats, SwitchPorts, vtime_shift_for
 from dataplane.tx_engine import PortCredit, TxEngine
+from scenario.live import ROCE_HEADROOM, LiveCC
 from testbed.isolated import run_in_netns
 from testbed.netns_socket import open_packet_socket
 from testbed.node_setup import steer_receive
@@ -22,22 +21,6 @@ from testbed.node_setup import steer_receive
 CLSACT_EGRESS = "ffff:fff3"
 
 
-@dataclass(frozen=True)
-class LiveCC:
-    """What the live loop needs beyond the scenario: DCQCN parameters in
-    datacenter units (timers scaled by the scenario's dilation), the CNP
-    interval, RED thresholds in bytes, and the pacing slack."""
-
-    dcqcn: DcqcnConfig = DcqcnConfig()
-    min_time_between_cnps_us: float = 50.0
-    red: RedConfig = RedConfig()
-    # Live, not dilated: it absorbs send-call delays. Measured with two
-    # flows at 1 Gbit/s: 20 us left QPs 6% under their BPF rate, 60 us 0.2%.
-    pacing_slack_us: float = 60.0
-    roce_mtu: int = 4096
-
-
-ROCE_HEADROOM = 80          # IP + UDP + BTH + RETH + ICRC around a RoCE MTU of payload
 # Kernel pacer: packets go to sch_fq this long before their departure
 # time, which covers the engine's lateness (p99 5-26 us measured here)
 # and fq holds them until then.
@@ -99,7 +82,7 @@ class Emulator:
         shift = vtime_shift_for(int(sc.buffer_bytes * 8e9 / slowest) + sc.live_delay_ns)
         self.nic.configure(sc.live_rate_bps, int(live.pacing_slack_us * 1000),
                            int(live.min_time_between_cnps_us * 1000 * sc.dilation),
-                           live.dcqcn.params(sc.dilation),
+                           core_params(live.dcqcn, sc.dilation),
                            flags=F_KERNEL_PACER if self.pacer == "kernel" else 0, vtime_shift=shift)
         for node in self.plan.switches:
             ports = self.plan.ports(node)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from control.results import ResultsWriter, jain, versions
+from experiment.results import ResultsWriter, jain, versions
 
 RATE_PLOT = "rates.png"
 
@@ -142,9 +142,9 @@ def _start_captures(testbed, ports: list[tuple[str, str]], seconds: float, folde
 
 def main(scenario_path: str, results_root: str, state_dir: str | None, captures: list[str] = (),
          capture_s: float = 0.5) -> int:
-    from dataplane.live_run import run_flows
+    from experiment.live_run import run_flows
     from testbed.builder import Interrupted, Testbed, TestbedError
-    from testbed.scenario import ScenarioError, load_scenario
+    from scenario.spec import ScenarioError, load_scenario
     from testbed.state import StateStore, state_dir as resolve_state_dir
 
     try:

@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from testbed.builder import Interrupted, Testbed, TestbedError, remove_run
-from testbed.scenario import ScenarioError, load_scenario
+from scenario.spec import ScenarioError, load_scenario
 from testbed.state import StateStore, state_dir
 
 

@@ -12,6 +12,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from scenario.live import LIVE_TABLES, LiveCC, LiveSpecError, TrafficSpec, parse_live
+
 NATIVE_XDP_MAX_MTU = 3506   # veth refuses native XDP above this peer MTU (4 KiB pages)
 VETH_MAX_MTU = 65535
 MIN_MTU = 576
@@ -45,8 +47,8 @@ class Scenario:
     xdp_mode: str
     delay_method: str           # as asked: auto, netem or endpoint
     pacer: str = "auto"         # as asked: auto, kernel (sch_fq) or cooperative
-    live: object = None         # dataplane.emulator.LiveCC: [dcqcn] and [ecn]
-    traffic: object = None      # testbed.live_spec.TrafficSpec: [traffic]
+    live: LiveCC = LiveCC()     # [dcqcn], [ecn] and [pfc]
+    traffic: TrafficSpec | None = None   # [traffic]; parse_scenario always fills it
 
     @property
     def live_rate_bps(self) -> int:
@@ -106,7 +108,6 @@ def _typed(values: dict, table: str) -> dict:
         if key not in schema:
             if table == "" and key in _SCHEMA:
                 _fail(key, "must be a table ([" + key + "])")
-            from testbed.live_spec import LIVE_TABLES
             known = list(schema) + ([t for t in _SCHEMA if t] + list(LIVE_TABLES) if table == "" else [])
             _fail(full, f"unknown key (known: {', '.join(known)})")
         types = schema[key][0] if isinstance(schema[key][0], tuple) else (schema[key][0],)
@@ -138,8 +139,6 @@ def _host_names(value, key="topology.hosts") -> tuple[str, ...]:
 
 
 def parse_scenario(data: dict) -> Scenario:
-    from testbed.live_spec import LIVE_TABLES, LiveSpecError, parse_live
-
     top = {k: v for k, v in data.items() if (k not in _SCHEMA or k == "") and k not in LIVE_TABLES}
     general = _typed(top, "")
     tables = {}

@@ -13,12 +13,12 @@ class _OneLineParser(argparse.ArgumentParser):
 
 
 def _doctor(args) -> int:
-    from testbed.doctor import main
+    from cli.doctor import main
     return main()
 
 
 def _demo(args) -> int:
-    from testbed.demo import main
+    from cli.demo import main
     return main(args.xdp_mode)
 
 
@@ -28,12 +28,12 @@ def _add_demo_args(p: argparse.ArgumentParser) -> None:
 
 
 def _testbed(args) -> int:
-    from testbed.commands import run
+    from cli.testbed_cmd import run
     return run(args)
 
 
 def _add_testbed_args(p: argparse.ArgumentParser) -> None:
-    from testbed.commands import add_arguments
+    from cli.testbed_cmd import add_arguments
     add_arguments(p)
 
 
@@ -53,7 +53,7 @@ def _add_cc_args(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args) -> int:
-    from control.run import main
+    from experiment.run import main
     return main(args.scenario, args.results, args.state_dir, args.capture, args.capture_s)
 
 
@@ -68,7 +68,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
 
 
 def _top(args) -> int:
-    from control.top import main
+    from experiment.top import main
     return main(args.state_dir, args.interval, args.count)
 
 

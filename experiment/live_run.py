@@ -8,7 +8,8 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from dataplane.emulator import Emulator, LiveCC
+from experiment.emulator import Emulator
+from scenario.live import LiveCC
 from dataplane.fidelity import QpFidelity, qp_fidelity
 from dataplane.tx_engine import now_ns
 
