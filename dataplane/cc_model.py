@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dataplane.cc import ALPHA_ONE, EV_CNP, EV_TX, RATE_ONE, WEIGHT_ONE, Event, Params
+from dataplane.cc import EV_CNP, EV_TX, RATE_ONE, WEIGHT_ONE, Event, Params
 
 HAI_MAX_I = 64
 COUNT_MAX = 0xFFFF

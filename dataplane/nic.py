@@ -46,7 +46,10 @@ class QpRx(ctypes.Structure):
         "ce_packets", "cnps_sent", "last_cnp_ns", "reserved")]
 
 
-QP_RX_WORDS, RX_BYTES_WORD = 10, 1      # QpRx as 64-bit words, for hot loops
+# The structs as arrays of 64-bit words, for hot loops over mmapped maps.
+QP_RX_WORDS, RX_BYTES_WORD = ctypes.sizeof(QpRx) // 8, QpRx.bytes.offset // 8
+QP_TX_WORDS, DEPARTURE_WORD, RATE_WORD = (ctypes.sizeof(QpTx) // 8, QpTx.next_departure_ns.offset // 8,
+                                          QpTx.rate.offset // 8)
 
 
 def sender_sport(qpn: int) -> int:

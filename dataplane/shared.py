@@ -1,6 +1,6 @@
 """ctypes mirrors of the structs in bpf/include/roce_defs.h.
 
-Tests compare each mirror's size and fields with the struct BCC compiled.
+dataplane/layout.py checks each mirror field by field against the header.
 """
 import ctypes
 

@@ -27,7 +27,7 @@ class PortStats(ctypes.Structure):
         "pause_until_ns", "pause_events", "drops")]
 
 
-PORT_STATS_WORDS, PAUSE_UNTIL_WORD = 10, 7    # PortStats as 64-bit words, for hot loops
+PORT_STATS_WORDS, PAUSE_UNTIL_WORD = ctypes.sizeof(PortStats) // 8, PortStats.pause_until_ns.offset // 8
 VTIME_HALF_RANGE = 1 << 15                    # wire-time units a stamp may be off (vtime.h)
 # Room for the CPU's own delays on top. 4 us units at the defaults: finer
 # would gain nothing (a 4 KB packet takes 33 us at 1 Gb/s) and leave less

@@ -27,6 +27,7 @@ import numpy as np
 
 from dataplane import roce
 from dataplane.fidelity import PACKET_LOG
+from dataplane.nic import DEPARTURE_WORD, QP_TX_WORDS, RATE_WORD
 from dataplane.tx_native import (PSN_BITS, TX_IDLE, TX_LOG_FULL, TX_MESSAGE_DONE, TxCredit, TxFrame,
                                  TxQp, TxSched, TxSchedEntry, library, u64p, word_pointers)
 
@@ -44,7 +45,6 @@ PR_SET_TIMERSLACK = 29
 OPCODES = {"write": (roce.WRITE_ONLY, roce.WRITE_FIRST, roce.WRITE_MIDDLE, roce.WRITE_LAST),
            "send": (roce.SEND_ONLY, roce.SEND_FIRST, roce.SEND_MIDDLE, roce.SEND_LAST)}
 # struct qp_tx as 64-bit words: the fields the loop reads
-QP_TX_WORDS, DEPARTURE_WORD, RATE_WORD = 8, 0, 4
 
 
 def now_ns() -> int:

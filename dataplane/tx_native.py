@@ -8,17 +8,15 @@ from __future__ import annotations
 import ctypes
 import functools
 
-import numpy as np
-
 from dataplane.bpf_build import BPF_DIR
-from dataplane.fidelity import PACKET_LOG
 from dataplane.host_lib import build_shared_library
 
 ENGINE_DIR = BPF_DIR / "engine"
 PSN_BITS = 24
 u64p = ctypes.POINTER(ctypes.c_uint64)
-# enum tx_status
-TX_MESSAGE_DONE, TX_WAIT, TX_PAUSED, TX_NO_CREDIT, TX_LOG_FULL, TX_IDLE, TX_END = range(7)
+# enum tx_status (dataplane/layout.py checks each value against C)
+TX_STATUS_NAMES = ("TX_MESSAGE_DONE", "TX_WAIT", "TX_PAUSED", "TX_NO_CREDIT", "TX_LOG_FULL", "TX_IDLE", "TX_END")
+TX_MESSAGE_DONE, TX_WAIT, TX_PAUSED, TX_NO_CREDIT, TX_LOG_FULL, TX_IDLE, TX_END = range(len(TX_STATUS_NAMES))
 
 
 class TxFrame(ctypes.Structure):
@@ -63,8 +61,6 @@ def word_pointers(addresses: list[int]):
 def library() -> ctypes.CDLL:
     lib = ctypes.CDLL(str(build_shared_library("prctx", sorted(ENGINE_DIR.glob("*.c")),
                                                list(ENGINE_DIR.glob("*.h")))))
-    for name in ("tx_frame_size", "tx_credit_size", "tx_qp_size", "tx_log_entry_size", "tx_sched_size"):
-        getattr(lib, name).restype = ctypes.c_size_t
     lib.tx_frame_patch.argtypes = [ctypes.POINTER(TxFrame), ctypes.c_uint32]
     lib.tx_frame_patch.restype = None
     lib.tx_sched_push.argtypes = [ctypes.POINTER(TxSched), ctypes.c_uint32, ctypes.c_uint64]
@@ -75,13 +71,3 @@ def library() -> ctypes.CDLL:
     lib.tx_bare_send.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint64, u64p]
     lib.tx_bare_send.restype = ctypes.c_uint64
     return lib
-
-
-def layout_mismatches() -> list[str]:
-    """Structs whose Python mirror differs in size from C (empty: none)."""
-    lib = library()
-    pairs = [("tx_frame", TxFrame), ("tx_credit", TxCredit), ("tx_qp", TxQp), ("tx_sched", TxSched)]
-    bad = [name for name, mirror in pairs if getattr(lib, f"{name}_size")() != ctypes.sizeof(mirror)]
-    if lib.tx_log_entry_size() != np.dtype(PACKET_LOG).itemsize:
-        bad.append("tx_log_entry")
-    return bad

@@ -9,6 +9,7 @@ import pytest
 from cc_sequences import random_config, random_sequence
 from dataplane.cc import (ALPHA_ONE, EV_ADVANCE, EV_CNP, EV_TX, RATE_ONE, Event, Hook, HostCC, Params, State,
                           core_params, event, hook)
+from dataplane.layout import ctypes_fields
 from scenario.dcqcn import DcqcnConfig, ParamError
 from dataplane.cc_model import DcqcnModel
 
@@ -39,8 +40,8 @@ def test_state_fits_a_doca_pcc_flow_context_and_mirrors_agree(host):
 @pytest.mark.bcc
 @pytest.mark.root
 def test_bpf_maps_have_the_mirrored_sizes(bpf_cc):
-    assert ctypes.sizeof(bpf_cc.bpf["cc_state"].Leaf) == ctypes.sizeof(State)
-    assert ctypes.sizeof(bpf_cc.bpf["cc_params"].Leaf) == ctypes.sizeof(Params)
+    assert ctypes_fields(bpf_cc.bpf["cc_state"].Leaf) == ctypes_fields(State)
+    assert ctypes_fields(bpf_cc.bpf["cc_params"].Leaf) == ctypes_fields(Params)
 
 
 @pytest.mark.bcc

@@ -1,4 +1,3 @@
-import ctypes
 import subprocess
 import sys
 from pathlib import Path
@@ -33,10 +32,9 @@ def test_missing_command_exits_2_with_one_line():
 @pytest.mark.bcc
 @pytest.mark.root
 def test_qp_counters_mirror_matches_the_compiled_struct(roce_count):
+    from dataplane.layout import ctypes_fields
     from dataplane.shared import QpCounters
 
     bpf, _ = roce_count
     leaf = bpf["qp_counters"].Leaf
-    assert ctypes.sizeof(leaf) == ctypes.sizeof(QpCounters)
-    assert [(n, ctypes.sizeof(t)) for n, t in leaf._fields_] == \
-        [(n, ctypes.sizeof(t)) for n, t in QpCounters._fields_]
+    assert ctypes_fields(leaf) == ctypes_fields(QpCounters)

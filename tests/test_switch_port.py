@@ -169,11 +169,10 @@ def test_ports_without_lossless_never_pause(ports):
 
 
 def test_map_structs_match_their_mirrors(loaded_ports):
-    import ctypes
-
+    from dataplane.layout import ctypes_fields
     from dataplane.switch import PortCfg, PortStats
-    assert ctypes.sizeof(loaded_ports.bpf["port_cfg"].Leaf) == ctypes.sizeof(PortCfg)
-    assert ctypes.sizeof(loaded_ports.bpf["port_stats"].Leaf) == ctypes.sizeof(PortStats)
+    assert ctypes_fields(loaded_ports.bpf["port_cfg"].Leaf) == ctypes_fields(PortCfg)
+    assert ctypes_fields(loaded_ports.bpf["port_stats"].Leaf) == ctypes_fields(PortStats)
 
 
 UDP_CSUM_AT = IP_AT + 26            # where RoCEv2 packets carry their virtual wire time

@@ -12,11 +12,6 @@
 
 #include "tx_engine.h"
 
-size_t tx_frame_size(void) { return sizeof(struct tx_frame); }
-size_t tx_credit_size(void) { return sizeof(struct tx_credit); }
-size_t tx_qp_size(void) { return sizeof(struct tx_qp); }
-size_t tx_log_entry_size(void) { return sizeof(struct tx_log_entry); }
-
 uint64_t tx_clock_ns(void)
 {
 	struct timespec ts;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* The TX engine's host library: structs shared by its C files and by the
- * ctypes mirrors in dataplane/tx_native.py (sizes tested). */
+ * ctypes mirrors in dataplane/tx_native.py (checked field by field by
+ * dataplane/layout.py). */
 #ifndef PRC_TX_ENGINE_H
 #define PRC_TX_ENGINE_H
 

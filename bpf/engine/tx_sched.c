@@ -10,8 +10,6 @@
 
 #define CREDIT_RETRY_NS 5000	/* a QP held by a full wire looks again this much later */
 
-size_t tx_sched_size(void) { return sizeof(struct tx_sched); }
-
 static int earlier(const struct tx_sched_entry *a, const struct tx_sched_entry *b)
 {
 	return a->due < b->due || (a->due == b->due && a->slot < b->slot);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The emulated RNIC's maps: structs shared by bpf/nic.c and user space
- * (ctypes mirrors in dataplane/nic.py, sizes tested).
+ * (ctypes mirrors in dataplane/nic.py, checked field by field against this
+ * header by dataplane/layout.py).
  *
  * QP numbering: QPNs are 1..NIC_MAX_QPS-1, unique across a testbed, and a
  * sender puts its own QPN in the UDP source port (NIC_SPORT_BASE | QPN),
@@ -14,12 +15,9 @@
 #include <linux/types.h>
 #include "cc/dcqcn.h"
 
-#ifndef NIC_MAX_QPS
+/* Mirrored in dataplane/nic.py (tests/test_layout.py): change both. */
 #define NIC_MAX_QPS 4096
-#endif
-#ifndef NIC_MAX_PROCS
 #define NIC_MAX_PROCS 256
-#endif
 #define NIC_SPORT_BASE 0xc000
 #define NIC_SPORT_QPN_MASK 0x3fff
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * RoCEv2 wire format and the structs shared between BPF programs and user
- * space. Every struct here has a ctypes mirror in dataplane/shared.py and a
- * test that their sizes agree.
+ * space. Every struct here has a ctypes mirror in dataplane/shared.py,
+ * checked field by field by dataplane/layout.py.
  */
 #ifndef PRC_ROCE_DEFS_H
 #define PRC_ROCE_DEFS_H

@@ -1,14 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* Switch port maps, keyed by the port's ifindex (unique across a testbed);
- * ctypes mirrors in dataplane/switch.py. */
+ * ctypes mirrors in dataplane/switch.py,
+ * checked field by field by dataplane/layout.py. */
 #ifndef PRC_SWITCH_DEFS_H
 #define PRC_SWITCH_DEFS_H
 
 #include <linux/types.h>
 
-#ifndef SWITCH_MAX_IFINDEX
 #define SWITCH_MAX_IFINDEX 8192
-#endif
 
 struct port_cfg {
 	__u64 ps_per_byte;		/* the port's live rate, picoseconds per byte */
