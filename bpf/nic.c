@@ -44,7 +44,7 @@ int nic_tx(struct __sk_buff *skb)
 {
 	void *data, *data_end;
 	struct cursor c;
-	struct roce_bth *bth;
+	struct roce_hdrs h;
 	struct udphdr *udp;
 	struct iphdr *iph;
 	struct nic_config *cfg;
@@ -63,15 +63,11 @@ int nic_tx(struct __sk_buff *skb)
 	data = (void *)(long)skb->data;
 	data_end = (void *)(long)skb->data_end;
 	cursor_init(&c, data, data_end);
-	bytes = parse_roce(&c, skb->len, &bth);
-	if (bytes < 0 || !roce_is_data(bth->opcode))
+	bytes = parse_roce(&c, skb->len, &h);
+	if (bytes < 0 || !roce_is_data(h.bth->opcode))
 		return TC_ACT_OK;
-	iph = data + sizeof(struct ethhdr);
-	if ((void *)(iph + 1) > data_end)
-		return TC_ACT_OK;
-	udp = (void *)iph + iph->ihl * 4;
-	if ((void *)(udp + 1) > data_end)
-		return TC_ACT_OK;
+	iph = h.iph;
+	udp = h.udp;
 	qpn = nic_sender_qpn(bpf_ntohs(udp->source));
 	if (qpn == 0 || qpn >= NIC_MAX_QPS)
 		return TC_ACT_OK;
@@ -119,8 +115,7 @@ int nic_rx(struct xdp_md *xdp)
 {
 	void *data = (void *)(long)xdp->data, *data_end = (void *)(long)xdp->data_end;
 	struct cursor c;
-	struct roce_bth *bth;
-	struct iphdr *iph;
+	struct roce_hdrs h;
 	struct nic_config *cfg;
 	struct dcqcn_params *p;
 	struct qp_ctx *ctx;
@@ -135,16 +130,13 @@ int nic_rx(struct xdp_md *xdp)
 	int merged = 0, bytes, ce, frame_bytes = bpf_xdp_get_buff_len(xdp);
 
 	cursor_init(&c, data, data_end);
-	bytes = parse_roce(&c, frame_bytes, &bth);
+	bytes = parse_roce(&c, frame_bytes, &h);
 	if (bytes < 0)
 		return XDP_PASS;
-	iph = data + sizeof(struct ethhdr);
-	if ((void *)(iph + 1) > data_end)
-		return XDP_PASS;
-	opcode = bth->opcode;
-	qpn = bpf_ntohl(bth->dest_qp) & ROCE_QPN_MASK;
-	psn = bpf_ntohl(bth->psn) & ROCE_PSN_MASK;
-	ce = (iph->tos & IP_ECN_MASK) == IP_ECN_CE;
+	opcode = h.bth->opcode;
+	qpn = bpf_ntohl(h.bth->dest_qp) & ROCE_QPN_MASK;
+	psn = bpf_ntohl(h.bth->psn) & ROCE_PSN_MASK;
+	ce = (h.iph->tos & IP_ECN_MASK) == IP_ECN_CE;
 	if (qpn == 0 || qpn >= NIC_MAX_QPS)
 		return XDP_PASS;
 	cfg = nic_config.lookup(&zero);

@@ -15,18 +15,18 @@ BPF_HASH(qp_counters, __u32, struct qp_counters, MAX_QPS);
 int roce_count(struct xdp_md *ctx)
 {
 	struct cursor c;
-	struct roce_bth *bth;
+	struct roce_hdrs h;
 	struct qp_counters zero = {}, *cnt;
 	__u32 qpn;
 	int bytes;
 
 	cursor_init(&c, (void *)(long)ctx->data, (void *)(long)ctx->data_end);
 	/* The whole frame, not just the linear part, for multi-buffer XDP. */
-	bytes = parse_roce(&c, bpf_xdp_get_buff_len(ctx), &bth);
+	bytes = parse_roce(&c, bpf_xdp_get_buff_len(ctx), &h);
 	if (bytes < 0)
 		return XDP_PASS;
 
-	qpn = bpf_ntohl(bth->dest_qp) & ROCE_QPN_MASK;
+	qpn = bpf_ntohl(h.bth->dest_qp) & ROCE_QPN_MASK;
 	cnt = qp_counters.lookup_or_try_init(&qpn, &zero);
 	if (!cnt)
 		return XDP_PASS;	/* map full: counting is best effort */

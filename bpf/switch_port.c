@@ -9,11 +9,8 @@
  */
 #include <uapi/linux/bpf.h>
 #include <uapi/linux/pkt_cls.h>
-#include <linux/if_ether.h>
-#include <linux/ip.h>
-#include <linux/udp.h>
+#include "parse.h"
 #include "red.h"
-#include "roce_defs.h"
 #include "skb_headers.h"
 #include "vtime.h"
 
@@ -22,12 +19,14 @@ BPF_ARRAY(port_queue, struct port_queue, SWITCH_MAX_IFINDEX);
 BPF_F_TABLE("array", __u32, struct port_stats, port_stats, SWITCH_MAX_IFINDEX, BPF_F_MMAPABLE);
 
 #define IP_ECN_MASK 0x03
-#define IP_FRAG_BITS 0x3fff	/* more-fragments flag and offset */
-#define PORT_HEADER_BYTES 42	/* Ethernet + IPv4 without options + UDP */
+/* Ethernet, IPv4 with the longest options, UDP, BTH: what parse_roce reads. */
+#define PORT_HEADER_BYTES (14 + 60 + 8 + 12)
 
 int switch_port(struct __sk_buff *skb)
 {
 	void *data, *data_end;
+	struct cursor c;
+	struct roce_hdrs h;
 	struct ethhdr *eth;
 	struct iphdr *iph;
 	struct udphdr *udp = 0;
@@ -48,15 +47,12 @@ int switch_port(struct __sk_buff *skb)
 	data_end = (void *)(long)skb->data_end;
 	eth = data;
 	iph = (void *)(eth + 1);
-	if ((void *)(iph + 1) <= data_end && eth->h_proto == bpf_htons(ETH_P_IP) && iph->version == 4) {
+	if ((void *)(iph + 1) <= data_end && eth->h_proto == bpf_htons(ETH_P_IP) && iph->version == 4)
 		ect = (iph->tos & IP_ECN_MASK) != 0;
-		/* RoCEv2: UDP to 4791, no IP options, not a fragment */
-		if (iph->ihl == 5 && iph->protocol == IPPROTO_UDP && !(iph->frag_off & bpf_htons(IP_FRAG_BITS)) &&
-		    (void *)(iph + 1) + sizeof(*udp) <= data_end)
-			udp = (void *)(iph + 1);
-		if (udp && udp->dest != bpf_htons(ROCE_V2_UDP_PORT))
-			udp = 0;
-	}
+	/* Only a frame the NICs take for RoCEv2 carries a wire time. */
+	cursor_init(&c, data, data_end);
+	if (parse_roce(&c, skb->len, &h) >= 0)
+		udp = h.udp;
 
 	p = bpf_get_prandom_u32();		/* helper calls stay outside the lock */
 	now = bpf_ktime_get_ns();

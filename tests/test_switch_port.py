@@ -127,10 +127,9 @@ def test_random_frames_pass_and_change_only_by_a_ce_mark_and_the_wire_time(loade
             assert out.verdict == TC_ACT_OK
             ip_v4 = frame[12:14] == b"\x08\x00" and frame[IP_AT] >> 4 == 4
             expected = bytearray(frame)
-            fragment = int.from_bytes(frame[IP_AT + 6:IP_AT + 8], "big") & 0x3FFF if ip_v4 else 0
-            if ip_v4 and frame[IP_AT] == 0x45 and frame[IP_AT + 9] == 17 and len(frame) >= IP_AT + 28 \
-                    and not fragment and frame[IP_AT + 22:IP_AT + 24] == (4791).to_bytes(2, "big"):
-                expected[IP_AT + 26:IP_AT + 28] = b"\0\0"          # a last hop clears the wire time
+            if roce.parse(frame) is not None:                  # what the NICs take for RoCEv2
+                udp_at = IP_AT + (frame[IP_AT] & 0xF) * 4
+                expected[udp_at + 6:udp_at + 8] = b"\0\0"          # a last hop clears the wire time
             if ip_v4 and frame[IP_AT + 1] & 3 and len(frame) >= IP_AT + 20:
                 assert out.data_out[IP_AT + 1] & 3 == 3                       # CE
                 assert out.data_out[:IP_AT + 1] == expected[:IP_AT + 1]
@@ -234,3 +233,25 @@ def test_an_ip_fragment_keeps_its_bytes(ports):
     frame = bytearray(stamped(data(ecn=roce.NOT_ECT), 1234))
     frame[IP_AT + 6] |= 0x20                                 # more fragments follow
     assert run(ports, bytes(frame)).data_out == bytes(frame)
+
+
+@pytest.mark.parametrize("breakage", ["udp length lies", "short bth"])
+def test_a_frame_the_nics_reject_as_rocev2_carries_no_wire_time(loaded_ports, breakage):
+    """Its UDP checksum is not a stamp: read as one it could move the queue
+    model far into the future; a fabric port neither reads nor restamps it."""
+    loaded_ports.configure_port(PORT, 1e7, RedConfig(500, 100_000, 1.0), limit_bytes=10**6, faces_host=False)
+    frame = bytearray(stamped(data(ecn=roce.NOT_ECT), 0x7FFF))
+    if breakage == "udp length lies":
+        frame[IP_AT + 24:IP_AT + 26] = (int.from_bytes(frame[IP_AT + 24:IP_AT + 26], "big") - 2).to_bytes(2, "big")
+    else:                                           # IP, UDP and the frame end inside the BTH
+        frame = frame[:IP_AT + 28 + 6]
+        frame[IP_AT + 2:IP_AT + 4] = (28 + 6).to_bytes(2, "big")
+        frame[IP_AT + 24:IP_AT + 26] = (8 + 6).to_bytes(2, "big")
+    assert roce.parse(bytes(frame)) is None
+    before = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    out = run(loaded_ports, bytes(frame)).data_out
+    after = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    assert wire_time(out) == 0x7FFF                        # left as it came
+    assert before <= loaded_ports.stats(PORT).last_ns <= after
+    good = run(loaded_ports, stamped(data(ecn=roce.NOT_ECT), 0x7FFF)).data_out
+    assert wire_time(good) != 0x7FFF                       # a valid frame is restamped

@@ -91,17 +91,25 @@ static __always_inline int parse_bth(struct cursor *c, struct roce_bth **out)
 	return 0;
 }
 
+/* The headers of a RoCEv2 frame, as parse_roce found them. */
+struct roce_hdrs {
+	struct iphdr *iph;
+	struct udphdr *udp;
+	struct roce_bth *bth;
+};
+
 /*
- * Parse Ethernet / IPv4 / UDP dport 4791 / BTH and check that the lengths
+ * What every program here takes for a RoCEv2 frame (NIC and switch agree):
+ * parse Ethernet / IPv4 / UDP dport 4791 / BTH and check that the lengths
  * the headers claim are consistent with each other and with the frame:
  * the IP total length fits in the frame (@frame_bytes may exceed the
  * linear data for multi-buffer XDP), the UDP length equals the IP payload
  * length, and the UDP payload holds at least a BTH and an ICRC.
  * On success returns the L3 length plus the Ethernet header (the bytes the
- * packet occupies, trailer padding excluded) and fills @out; else < 0.
+ * packet occupies, trailer padding excluded) and fills @h; else < 0.
  */
 static __always_inline int parse_roce(struct cursor *c, __u32 frame_bytes,
-				      struct roce_bth **out)
+				      struct roce_hdrs *h)
 {
 	struct ethhdr *eth;
 	struct iphdr *iph;
@@ -114,7 +122,7 @@ static __always_inline int parse_roce(struct cursor *c, __u32 frame_bytes,
 		return -1;
 	if (parse_udphdr(c, &udp) < 0 || udp->dest != bpf_htons(ROCE_V2_UDP_PORT))
 		return -1;
-	if (parse_bth(c, out) < 0)
+	if (parse_bth(c, &h->bth) < 0)
 		return -1;
 
 	ip_bytes = bpf_ntohs(iph->tot_len);
@@ -125,6 +133,8 @@ static __always_inline int parse_roce(struct cursor *c, __u32 frame_bytes,
 		return -1;
 	if (udp_bytes < sizeof(struct udphdr) + sizeof(struct roce_bth) + ROCE_ICRC_BYTES)
 		return -1;
+	h->iph = iph;
+	h->udp = udp;
 	return sizeof(struct ethhdr) + ip_bytes;
 }
 
