@@ -11,8 +11,7 @@ from dataplane.cc import EV_CNP, EV_TX, RATE_ONE, WEIGHT_ONE, Event, Params
 
 HAI_MAX_I = 64
 COUNT_MAX = 0xFFFF
-MAX_TIMER_STEPS = 1 << 21
-MAX_BC_EVENTS_PER_TX = 4
+MAX_INCREASE_STEPS = 1 << 21
 
 
 @dataclass
@@ -32,7 +31,8 @@ class ModelState:
 
 
 class DcqcnModel:
-    """exact_steps: increase-timer steps simulated one by one per event;
+    """exact_steps: increase steps (timer or byte counter) simulated one by
+    one per event;
     beyond that, a run of steps with a constant increment is summed in
     closed form (tests check the two agree)."""
 
@@ -99,15 +99,13 @@ class DcqcnModel:
         s.cut = True
 
     def _tx(self, nbytes: int, w: float, ceiling: float) -> None:
+        """Every rpg_byte_reset bytes is a BC event, however many one send
+        completes; the rest waits in the accumulator."""
         p, s = self.p, self.s
         if not p.rpg_byte_reset:
             return
-        s.byte_acc = min(s.byte_acc + nbytes, 0xFFFFFFFF)
-        for _ in range(MAX_BC_EVENTS_PER_TX):
-            if s.byte_acc >= p.rpg_byte_reset:
-                s.byte_acc -= p.rpg_byte_reset
-                s.bc = min(s.bc + 1, COUNT_MAX)
-                self._step(self._increment(s.t, s.bc, w), ceiling)
+        k, s.byte_acc = divmod(min(s.byte_acc + nbytes, 0xFFFFFFFF), p.rpg_byte_reset)
+        s.bc = self._increase_events(s.bc, lambda bc: self._increment(s.t, bc, w), k, ceiling)
 
     def _increase_timer(self, now: int, w: float, ceiling: float) -> None:
         p, s = self.p, self.s
@@ -116,18 +114,26 @@ class DcqcnModel:
         period = max(p.rpg_time_reset_ns, 1)
         k = (now - s.inc_next) // period + 1
         s.inc_next += k * period
-        k = min(k, MAX_TIMER_STEPS)
-        t = s.t
-        done = 0
+        s.t = self._increase_events(s.t, lambda t: self._increment(t, s.bc, w), k, ceiling)
+
+    def _increase_events(self, count: int, increment, k: int, ceiling: float) -> int:
+        """k events of one counter (T or BC), each adding one to it and
+        running one increase step with increment(counter after the event);
+        returns the counter, saturated. Beyond MAX_INCREASE_STEPS the state
+        no longer changes (Rt is at the ceiling, the gap has halved away)."""
+        p = self.p
+        k = min(k, MAX_INCREASE_STEPS)
+        c, done = count, 0
         # One by one while the increment can still change from step to step
-        # (it is constant once T >= F + 64 in every mode), and up to the budget.
-        while done < k and (done < self.exact_steps or t < p.rpg_threshold + HAI_MAX_I):
-            t += 1
+        # (it is constant once the counter is >= F + 64 in every mode), and
+        # up to the budget.
+        while done < k and (done < self.exact_steps or c < p.rpg_threshold + HAI_MAX_I):
+            c += 1
             done += 1
-            self._step(self._increment(t, s.bc, w), ceiling)
+            self._step(increment(c), ceiling)
         if done < k:
-            self._constant_steps(k - done, self._increment(t + 1, s.bc, w), ceiling)
-        s.t = min(s.t + k, COUNT_MAX)
+            self._constant_steps(k - done, increment(c + 1), ceiling)
+        return min(count + k, COUNT_MAX)
 
     def _increment(self, t: int, bc: int, w: float) -> float:
         """Stage rules of docs/cc.md for an event leaving (T, BC)."""

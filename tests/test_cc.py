@@ -159,6 +159,50 @@ def test_with_the_byte_counter_hyper_needs_both_counters_past_f(host):
     assert d[6] == (2 * hai, 3, 4)            # i = min(T, BC) - F + 1 = 2
 
 
+
+def test_one_send_crossing_many_byte_thresholds_equals_the_same_bytes_in_pieces(host):
+    """Every threshold the bytes cross is a BC event, whether one call or
+    many carry them (the old core applied at most 4 per call and dropped the
+    rest). 4154-byte frames with rpg_byte_reset 1024 and a 200 KB send are
+    the cases that were off; random splits and parameters besides."""
+    rng = random.Random(11)
+    cases = [(_paper(rpg_byte_reset=1024, rpg_threshold=1), [4154] * 40),
+             (_paper(rpg_byte_reset=1024, rpg_threshold=5), [200_000] * 3)]
+    for _ in range(200):
+        config = random_config(rng)
+        params = core_params(DcqcnConfig(**{**vars(config), "rpg_byte_reset": rng.randint(1024, 1 << 20)}))
+        cases.append((params, [rng.randint(0, 50 * params.rpg_byte_reset) for _ in range(rng.randint(1, 8))]))
+    for params, sends in cases:
+        start = [event(EV_CNP, 1_000), event(EV_CNP, 1_000 + max(params.rate_reduce_monitor_period_ns, 1))]
+        now = start[-1].now_ns + 1
+        whole = host.run(params, start + [event(EV_TX, now, sum(sends))])[-1]
+        pieces = [event(EV_TX, now, part) for n in sends for part in _split(rng, n, params.rpg_byte_reset)]
+        split = host.run(params, start + pieces)[-1]
+        assert whole.key() == split.key()
+        assert whole.bc_count == min(sum(sends) // params.rpg_byte_reset, 0xFFFF)
+
+
+def _split(rng, n: int, unit: int) -> list[int]:
+    """n bytes as sends of at most one unit each (one BC event at most)."""
+    parts = []
+    while n > 0:
+        parts.append(min(n, rng.randint(1, unit)))
+        n -= parts[-1]
+    return parts
+
+
+def test_a_64_step_hyper_ramp_short_of_the_ceiling_stays_short(host):
+    """With the byte counter on the ramp from F runs 64 steps (i = 1..64);
+    a search over 63 took the 64th for one that reaches line rate."""
+    p = _paper(rpg_byte_reset=1024, rpg_threshold=1, rpg_ai_rate_mbps=0, rpg_hai_rate_mbps=0,
+               rpg_time_reset_us=1000)
+    t0 = 20_000
+    evs = [event(EV_CNP, 0), event(EV_CNP, 10_000), event(EV_TX, t0, 100 * 1024)]   # BC = 100
+    evs.append(event(EV_ADVANCE, t0 + 70 * p.rpg_time_reset_ns))                        # T = 70
+    *_, cut, after = host.run(p, evs)
+    assert after.t_count == 70 and after.bc_count == 100
+    assert after.rt == cut.rt < RATE_ONE           # no increment: Rt stays where the cut left it
+
 # -- the PRC hook ---------------------------------------------------------------
 
 def _recovery(host, params, weight, steps=12):

@@ -36,10 +36,9 @@
 #define CC_WEIGHT_ONE 1024u		/* weight = 1.0 */
 #define CC_HAI_MAX_I 64			/* hyper-increase multiplier cap */
 #define CC_COUNT_MAX 0xffffu		/* T and BC saturate here */
-/* Beyond this many timer steps the state is at its fixed point (Rt has
+/* Beyond this many increase steps the state is at its fixed point (Rt has
  * reached the ceiling with increments >= 1, and the gap has halved away). */
-#define CC_MAX_TIMER_STEPS (1u << 21)
-#define CC_MAX_BC_EVENTS_PER_TX 4	/* excess bytes carry to the next call */
+#define CC_MAX_INCREASE_STEPS (1u << 21)
 
 #define CC_F_INIT 1u			/* state initialised */
 #define CC_F_SEEN 2u			/* a CNP arrived in this alpha period */
@@ -198,8 +197,10 @@ CC_INLINE void cc_const_steps(struct dcqcn_state *st, cc_u64 n, cc_u64 a, cc_u64
 	cc_steps_apply(st, n, m, a, 0, ceiling);
 }
 
-/* n <= 63 steps of a hyper ramp a0, a0 + s, ...: m by binary search
- * (the sum grows with m), six bits. */
+/* n <= 64 steps of a hyper ramp a0, a0 + s, ...: m by binary search
+ * (the sum grows with m), seven bits. The ramp from F to F + 63 with the
+ * byte counter on is 64 steps (i = 1..64); six bits would stop at 63 and
+ * take the 64th step for one that reaches the ceiling. */
 CC_INLINE void cc_ramp_steps(struct dcqcn_state *st, cc_u64 n, cc_u64 a0, cc_u64 s,
 			     cc_u64 ceiling)
 {
@@ -209,31 +210,12 @@ CC_INLINE void cc_ramp_steps(struct dcqcn_state *st, cc_u64 n, cc_u64 a0, cc_u64
 	if (n == 0)
 		return;
 	CC_UNROLL
-	for (bit = 5; bit >= 0; bit--) {
+	for (bit = 6; bit >= 0; bit--) {
 		c = m + (1ull << bit);
 		sum = c * a0 + s * c * (c - 1) / 2;
 		m = cc_pick(~cc_lt_mask(n, c) & cc_lt_mask(sum, room), c, m);
 	}
 	cc_steps_apply(st, n, m, a0, s, ceiling);
-}
-
-/* The increment of an increase event that leaves the counters at (T, BC). */
-CC_INLINE cc_u64 cc_increment(const struct dcqcn_params *p, const struct cc_effective *eff,
-			      cc_u64 t, cc_u64 bc)
-{
-	cc_u64 f = p->rpg_threshold, lo, hi, hyper, with_bytes, without_bytes;
-
-	/* byte counter enabled: fast recovery while max(T, BC) < F, hyper
-	 * (i = min(T, BC) - F + 1) when min(T, BC) >= F, else additive */
-	lo = cc_min(t, bc);
-	hi = cc_max(t, bc);
-	hyper = cc_min(lo - f + 1, CC_HAI_MAX_I) * eff->hai;
-	with_bytes = cc_pick(cc_lt_mask(hi, f), 0, cc_pick(cc_lt_mask(lo, f), eff->ai, hyper));
-	/* disabled (ns-3 / HPCC-simulator convention): fast recovery while
-	 * T < F, additive at T == F, hyper with i = T - F above */
-	hyper = cc_min(t - f, CC_HAI_MAX_I) * eff->hai;
-	without_bytes = cc_pick(cc_lt_mask(t, f), 0, cc_pick(cc_lt_mask(f, t), hyper, eff->ai));
-	return cc_pick(cc_lt_mask(0, p->rpg_byte_reset), with_bytes, without_bytes);
 }
 
 /* How many of the steps T = t0+1 .. t_end fall in [lo, hi], and the
@@ -247,20 +229,23 @@ CC_INLINE cc_u64 cc_stretch(cc_u64 t0, cc_u64 t_end, cc_u64 lo, cc_u64 hi, cc_u6
 }
 
 /*
- * k increase-timer events: T runs t0+1 .. t0+k with BC fixed. The
- * increment is piecewise linear in T; each stretch is applied in closed
- * form, in order:
- *   1. T < F: fast recovery (0), or additive if BC >= F (byte counter on);
- *   2. from F: additive, once (byte counter off) or for good (on, BC < F);
+ * k increase events of one counter C (T for the timer, BC for the byte
+ * counter) running c0+1 .. c0+k while the other counter O stays fixed;
+ * returns the new C, saturated. With the byte counter on, the stage rules
+ * are symmetric in T and BC, so one closed form serves both counters; with
+ * it off only T moves and O is ignored. The increment is piecewise linear
+ * in C; each stretch is applied in closed form, in order:
+ *   1. C < F: fast recovery (0), or additive if O >= F (byte counter on);
+ *   2. from F: additive, once (byte counter off) or for good (on, O < F);
  *   3. the hyper ramp, i growing by one per step up to 64 (off: i = T - F
- *      from F + 1; on, BC >= F: i = T - F + 1 from F up to T = BC);
- *   4. then a constant hyper increment (i = 64, or BC - F + 1 when on).
+ *      from F + 1; on, O >= F: i = C - F + 1 from F up to C = O);
+ *   4. then a constant hyper increment (i = 64, or O - F + 1 when on).
  * Stretches that do not apply in a mode are empty (lo > hi).
  */
-CC_INLINE void dcqcn_on_increase_timer(struct dcqcn_state *st, const struct dcqcn_params *p,
-				       const struct cc_effective *eff, cc_u64 k)
+CC_INLINE cc_u64 cc_increase_run(struct dcqcn_state *st, const struct dcqcn_params *p,
+				 const struct cc_effective *eff, cc_u64 c0, cc_u64 other, cc_u64 k)
 {
-	cc_u64 t0 = st->t_count, bc = st->bc_count, f = p->rpg_threshold;
+	cc_u64 t0 = c0, bc = other, f = p->rpg_threshold;
 	cc_u64 t_end = t0 + k, n, first, empty_lo = t_end + 1;
 	cc_u64 on = cc_lt_mask(0, p->rpg_byte_reset), bc_high = on & ~cc_lt_mask(bc, f);
 	cc_u64 ai_only = on & ~bc_high;
@@ -282,8 +267,21 @@ CC_INLINE void dcqcn_on_increase_timer(struct dcqcn_state *st, const struct dcqc
 	hyper_i = cc_pick(on, cc_min(bc - f + 1, CC_HAI_MAX_I), CC_HAI_MAX_I);
 	n = cc_stretch(t0, t_end, cc_pick(ai_only, empty_lo, ramp_hi + 1), t_end, &first);
 	cc_const_steps(st, n, hyper_i * eff->hai, eff->ceiling);
+	return cc_min(t_end, CC_COUNT_MAX);
+}
 
-	st->t_count = (cc_u16)cc_min(t_end, CC_COUNT_MAX);
+/* k rate-increase timer events (T += 1 each). */
+CC_INLINE void dcqcn_on_increase_timer(struct dcqcn_state *st, const struct dcqcn_params *p,
+				       const struct cc_effective *eff, cc_u64 k)
+{
+	st->t_count = (cc_u16)cc_increase_run(st, p, eff, st->t_count, st->bc_count, k);
+}
+
+/* k byte-counter events (BC += 1 each); only with the byte counter on. */
+CC_INLINE void dcqcn_on_byte_counter(struct dcqcn_state *st, const struct dcqcn_params *p,
+				     const struct cc_effective *eff, cc_u64 k)
+{
+	st->bc_count = (cc_u16)cc_increase_run(st, p, eff, st->bc_count, st->t_count, k);
 }
 
 /* Alpha periods that ended at or before now: the first uses the seen flag,
@@ -330,7 +328,7 @@ CC_INLINE void cc_begin(struct dcqcn_state *st, const struct dcqcn_params *p,
 	if (now >= next) {
 		k = (now - next) / period + 1;
 		CC_SET64(st->inc_next_lo, st->inc_next_hi, next + k * period);
-		dcqcn_on_increase_timer(st, p, eff, cc_min(k, CC_MAX_TIMER_STEPS));
+		dcqcn_on_increase_timer(st, p, eff, cc_min(k, CC_MAX_INCREASE_STEPS));
 	}
 }
 
@@ -366,28 +364,24 @@ CC_INLINE void cc_cnp(struct dcqcn_state *st, const struct dcqcn_params *p,
 	st->flags |= CC_F_CUT;
 }
 
-/* Bytes sent: every rpg_byte_reset of them is a BC increase event (at most
- * CC_MAX_BC_EVENTS_PER_TX per call; the rest wait in the accumulator). */
+/* Bytes sent: every rpg_byte_reset of them is a BC event, however many
+ * thresholds one call's bytes cross; the remainder waits in the
+ * accumulator. */
 CC_INLINE void cc_tx(struct dcqcn_state *st, const struct dcqcn_params *p,
 		     const struct cc_effective *eff, cc_u32 bytes)
 {
-	cc_u64 acc, a, reset = p->rpg_byte_reset;
-	int i;
+	cc_u64 acc, k, reset = p->rpg_byte_reset;
 
 	if (!reset)
 		return;
 	acc = cc_min((cc_u64)st->byte_acc + bytes, 0xffffffffull);
-	/* Most packets complete no BC event: leave early (a bounded loop with
-	 * an exit costs the verifier little). */
-	for (i = 0; i < CC_MAX_BC_EVENTS_PER_TX; i++) {
-		if (acc < reset)
-			break;
-		acc -= reset;
-		st->bc_count = (cc_u16)cc_min((cc_u64)st->bc_count + 1, CC_COUNT_MAX);
-		a = cc_increment(p, eff, st->t_count, st->bc_count);
-		cc_const_steps(st, 1, a, eff->ceiling);
+	if (acc < reset) {		/* most packets complete no BC event */
+		st->byte_acc = (cc_u32)acc;
+		return;
 	}
-	st->byte_acc = (cc_u32)acc;
+	k = acc / reset;
+	st->byte_acc = (cc_u32)(acc - k * reset);
+	dcqcn_on_byte_counter(st, p, eff, cc_min(k, CC_MAX_INCREASE_STEPS));
 }
 
 enum cc_event_kind {
