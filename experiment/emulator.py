@@ -10,6 +10,7 @@ from dataplane import roce
 from dataplane.bpf_build import XDP_FLAGS
 from dataplane.bpf_mmap import MmapArray
 from dataplane.cc import Hook, core_params
+from dataplane.hooks import HookMap
 from dataplane.nic import F_KERNEL_PACER, MAX_QPS, QP_RX_WORDS, RX_BYTES_WORD, Nic, QpRx, QpTx, sender_sport
 from dataplane.switch import PAUSE_UNTIL_WORD, PORT_STATS_WORDS, PortStats, SwitchPorts, vtime_shift_for
 from dataplane.tx_engine import PortCredit, TxEngine
@@ -104,6 +105,7 @@ class Emulator:
         self.tx_view = self._view(self.nic.bpf["qp_tx"], QpTx)
         self.rx_view = self._view(self.nic.bpf["qp_rx"], QpRx)
         self.stats_view = self._view(self.switch.bpf["port_stats"], PortStats)
+        self.hooks = HookMap(self._view(self.nic.bpf["proc_hook"], Hook))
         self.engine = TxEngine(self.tx_view, pauses=self.stats_view, deliveries=self.rx_view,
                                lead_ns=KERNEL_PACER_LEAD_NS if self.pacer == "kernel" else 0)
         self._credits: dict[int, PortCredit] = {}
@@ -149,14 +151,16 @@ class Emulator:
         return self.plan.feedback_delay_ns(src, dst)
 
     def map_ids(self) -> dict[str, int]:
-        """Ids of the maps `prc-emu top` reads from another process."""
+        """Ids of the maps other processes open: `prc-emu top` reads qp_tx,
+        qp_rx and port_stats; a controller writes proc_hook (dataplane.hooks)."""
         from dataplane.bpf_objects import object_id
         return {"qp_tx": object_id(self.nic.bpf["qp_tx"].map_fd),
                 "qp_rx": object_id(self.nic.bpf["qp_rx"].map_fd),
+                "proc_hook": object_id(self.nic.bpf["proc_hook"].map_fd),
                 "port_stats": object_id(self.switch.bpf["port_stats"].map_fd)}
 
     def set_hook(self, proc: int, hook: Hook) -> None:
-        self.nic.set_hook(proc, hook)
+        self.hooks.write(proc, hook)
 
     def close(self) -> None:
         for sock in self.sockets.values():
