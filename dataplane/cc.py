@@ -58,6 +58,12 @@ class Event(ctypes.Structure):
                 ("now_ns", ctypes.c_uint64), ("hook", Hook)]
 
 
+def q20_fraction(value):
+    """A Q20 rate or alpha as a fraction (1.0: line rate, alpha 1); a number
+    or a numpy array. The one place the dataplane's fixed point is read."""
+    return value / RATE_ONE
+
+
 def rate_q20(config: DcqcnConfig, mbps: float) -> int:
     """A rate as the core's fixed-point fraction of the config's line rate."""
     return round(mbps * 1e6 / (config.line_rate_gbps * 1e9) * RATE_ONE)

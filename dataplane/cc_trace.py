@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from dataplane.cc import ALPHA_ONE, EVENT_KINDS, RATE_ONE, Event, HostCC, core_params, hook
+from dataplane.cc import EVENT_KINDS, Event, HostCC, core_params, hook, q20_fraction
 from scenario.dcqcn import DcqcnConfig, ParamError
 
 REQUIRED = ("time_us", "event")
@@ -91,8 +91,9 @@ def _number(row: dict, column: str, where: str, default: float | None = None) ->
 
 def run_points(names: list[str], events: list[Event], config: DcqcnConfig) -> list[TracePoint]:
     states = HostCC().run(core_params(config), events)
-    scale = config.line_rate_gbps / RATE_ONE
-    return [TracePoint(ev.now_ns / 1000, name, st.rc * scale, st.rt * scale, st.alpha / ALPHA_ONE,
+    gbps = config.line_rate_gbps
+    return [TracePoint(ev.now_ns / 1000, name, q20_fraction(st.rc) * gbps, q20_fraction(st.rt) * gbps,
+                       q20_fraction(st.alpha),
                        st.t_count, st.bc_count)
             for name, ev, st in zip(names, events, states)]
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dataplane.cc import q20_fraction
+
 WINDOW_PACKETS = 100
 MAX_RATE_ERROR = 0.05           # achieved vs BPF rate, per window
 # An engine that cannot keep up sends below the BPF rate for good; one that
@@ -47,7 +49,7 @@ def qp_fidelity(qpn: int, log, line_rate_bps: float, since_ns: int = 0) -> QpFid
     sent, nbytes = log["sent_ns"].astype(np.float64), log["wire_bytes"].astype(np.float64)
     rate, late = log["rate"].astype(np.float64), log["late_ns"].astype(np.float64)
     # the gap the pacer asked for after each packet, at the rate it set
-    asked = nbytes * 8e9 / (np.maximum(rate, 1) / (1 << 20) * line_rate_bps)
+    asked = nbytes * 8e9 / (q20_fraction(np.maximum(rate, 1)) * line_rate_bps)
     ratios = []
     for start in range(0, len(log) - WINDOW_PACKETS, WINDOW_PACKETS):
         stop = start + WINDOW_PACKETS

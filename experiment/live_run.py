@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from experiment.emulator import Emulator
 from scenario.live import LiveCC
+from dataplane.counters import Sample, read_flow
 from dataplane.fidelity import QpFidelity, qp_fidelity
 from dataplane.tx_engine import now_ns
 
@@ -35,10 +36,7 @@ class FlowResult:
 class LiveResult:
     line_rate_bps: int
     flows: list[FlowResult]
-    # per sample: time ns, then per flow: delivered bytes, BPF rate (Q20),
-    # alpha (Q20), CNPs received by the sender, CE marks seen by the receiver
-    samples: list[tuple[int, list[int], list[int], list[int], list[int], list[int]]] = \
-        field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
     queue_samples: dict[int, list[int]] = field(default_factory=dict)   # ifindex -> bytes
     pause_events: dict[int, int] = field(default_factory=dict)          # ifindex -> pauses sent
     port_drops: dict[int, int] = field(default_factory=dict)            # ifindex -> tail drops
@@ -48,18 +46,19 @@ class LiveResult:
     def shares(self, start_s: float, window_s: float) -> list[list[float]]:
         """Each flow's delivered rate as a fraction of line rate, per window
         of window_s from start_s on."""
-        t0 = self.samples[0][0]
+        t0 = self.samples[0].t_ns
         out = []
-        edges = [s for s in self.samples if s[0] - t0 >= start_s * 1e9]
+        edges = [s for s in self.samples if s.t_ns - t0 >= start_s * 1e9]
         i = 0
         while i < len(edges):
             j = i
-            while j < len(edges) and edges[j][0] - edges[i][0] < window_s * 1e9:
+            while j < len(edges) and edges[j].t_ns - edges[i].t_ns < window_s * 1e9:
                 j += 1
             if j >= len(edges):
                 break
-            dt = (edges[j][0] - edges[i][0]) / 1e9
-            out.append([(b - a) * 8 / dt / self.line_rate_bps for a, b in zip(edges[i][1], edges[j][1])])
+            dt = (edges[j].t_ns - edges[i].t_ns) / 1e9
+            out.append([(b.delivered_bytes - a.delivered_bytes) * 8 / dt / self.line_rate_bps
+                        for a, b in zip(edges[i].flows, edges[j].flows)])
             i = j
         return out
 
@@ -105,11 +104,7 @@ def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: f
             if now >= next_sample[0]:
                 next_sample[0] = now + period
                 tx, rx = emu.tx_view, emu.rx_view
-                result.samples.append((now, [rx[f.recv_qpn].bytes for f in results],
-                                       [tx[f.send_qpn].rate for f in results],
-                                       [tx[f.send_qpn].alpha for f in results],
-                                       [tx[f.send_qpn].cnps_received for f in results],
-                                       [rx[f.recv_qpn].ce_packets for f in results]))
+                result.samples.append(Sample(now, [read_flow(tx, rx, f.send_qpn, f.recv_qpn) for f in results]))
                 for i in switch_ports:
                     result.queue_samples[i].append(stats_view[i].q_bytes)
             return False

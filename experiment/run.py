@@ -19,14 +19,13 @@ FLOW_COLUMNS = ["time_s", "flow", "delivered_mbps", "bpf_rate_mbps", "alpha", "c
 def _rows(result, scale_mbps: float):
     """One row per flow per sample; delivered rate over the sample period,
     the rest as sampled (CNPs and CE marks cumulative)."""
-    t0 = result.samples[0][0]
+    t0 = result.samples[0].t_ns
     for before, after in zip(result.samples, result.samples[1:]):
-        dt = (after[0] - before[0]) / 1e9
-        _t, delivered, rate, alpha, cnps, ce = after
-        for i, f in enumerate(result.flows):
-            yield [f"{(after[0] - t0) / 1e9:.4f}", f"{f.src}->{f.dst}",
-                   f"{(delivered[i] - before[1][i]) * 8 / dt / 1e6:.3f}",
-                   f"{rate[i] / (1 << 20) * scale_mbps:.3f}", f"{alpha[i] / (1 << 20):.5f}", cnps[i], ce[i]]
+        dt = (after.t_ns - before.t_ns) / 1e9
+        for f, was, now in zip(result.flows, before.flows, after.flows):
+            yield [f"{(after.t_ns - t0) / 1e9:.4f}", f"{f.src}->{f.dst}",
+                   f"{(now.delivered_bytes - was.delivered_bytes) * 8 / dt / 1e6:.3f}",
+                   f"{now.rate * scale_mbps:.3f}", f"{now.alpha:.5f}", now.cnps, now.ce_marks]
 
 
 def summarize(result, scenario) -> dict:
@@ -74,9 +73,9 @@ def plot(result, scenario, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    t0 = result.samples[0][0]
-    times = np.array([(s[0] - t0) / 1e9 for s in result.samples])
-    delivered = np.array([s[1] for s in result.samples], dtype=float)
+    t0 = result.samples[0].t_ns
+    times = np.array([(s.t_ns - t0) / 1e9 for s in result.samples])
+    delivered = np.array([[f.delivered_bytes for f in s.flows] for s in result.samples], dtype=float)
     line_mbps = scenario.live_rate_bps / 1e6
     window = max(1, int(0.1 / scenario.traffic.sample_every_s))      # 100 ms averages
     fig, (ax, axq) = plt.subplots(2, 1, sharex=True, figsize=(9, 6), gridspec_kw={"height_ratios": [3, 1]})

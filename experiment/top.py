@@ -8,6 +8,7 @@ import time
 
 from dataplane.bpf_mmap import MmapArray
 from dataplane.bpf_objects import map_fd_by_id
+from dataplane.counters import FlowCounters, read_flow
 from dataplane.nic import MAX_QPS, QpRx, QpTx
 
 
@@ -23,22 +24,22 @@ def _live_records(store) -> list[dict]:
     return out
 
 
-def snapshot(tx: MmapArray, rx: MmapArray, flows) -> list[tuple]:
-    return [(send, recv, tx[send].bytes, rx[recv].bytes, tx[send].rate, tx[send].alpha,
-             tx[send].cnps_received, rx[recv].ce_packets) for _src, _dst, send, recv in flows]
+def snapshot(tx: MmapArray, rx: MmapArray, flows) -> list[FlowCounters]:
+    return [read_flow(tx, rx, send, recv) for _src, _dst, send, recv in flows]
 
 
-def render(record: dict, before: list[tuple], after: list[tuple], dt: float) -> str:
+def render(record: dict, before: list[FlowCounters], after: list[FlowCounters], dt: float) -> str:
     live = record["live"]
     line, d = live["line_rate_bps"], live["dilation"]
     lines = [f"{record['run_id']}: {len(live['flows'])} flows, line {line / 1e6:g} Mb/s live "
              f"(x{d:g} datacenter)",
              f"{'QP':>5} {'flow':<10} {'BPF Mb/s':>10} {'sent Mb/s':>10} {'recv Mb/s':>10} {'alpha':>7} "
              f"{'CNPs':>7} {'CE':>8}"]
-    for (src, dst, _s, _r), b, a in zip(live["flows"], before, after):
-        rate_mbps = a[4] / (1 << 20) * line / 1e6
-        lines.append(f"{a[0]:>5} {src + '->' + dst:<10} {rate_mbps:>10.1f} {(a[2] - b[2]) * 8 / dt / 1e6:>10.1f} "
-                     f"{(a[3] - b[3]) * 8 / dt / 1e6:>10.1f} {a[5] / (1 << 20):>7.3f} {a[6]:>7} {a[7]:>8}")
+    for (src, dst, send, _r), b, a in zip(live["flows"], before, after):
+        sent_mbps = (a.sent_bytes - b.sent_bytes) * 8 / dt / 1e6
+        recv_mbps = (a.delivered_bytes - b.delivered_bytes) * 8 / dt / 1e6
+        lines.append(f"{send:>5} {src + '->' + dst:<10} {a.rate * line / 1e6:>10.1f} {sent_mbps:>10.1f} "
+                     f"{recv_mbps:>10.1f} {a.alpha:>7.3f} {a.cnps:>7} {a.ce_marks:>8}")
     return "\n".join(lines)
 
 
