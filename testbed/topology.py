@@ -1,5 +1,7 @@
 """The emulated cluster as data: nodes, links with addresses and MACs, and
-routes, planned from a Scenario before anything is created.
+routes, planned from a Scenario before anything is created, by the
+scenario's topology kind (TOPOLOGIES: a registry, as Mininet keeps its
+topology classes).
 
 Address plan (all in 198.18.0.0/15, RFC 2544): every link is a /31.
   host j of switch l:     198.18.l.(2j+1), switch side 198.18.l.(2j)
@@ -52,6 +54,7 @@ class Plan:
     links: list[Link] = field(default_factory=list)
     routes: list[Route] = field(default_factory=list)
     host_switch: dict[str, str] = field(default_factory=dict)   # host -> its ToR/leaf
+    kind: "TopologyKind | None" = None                           # set by plan_topology
 
     def netns(self, node: str) -> str:
         return f"{self.prefix}-{node}"
@@ -85,17 +88,9 @@ class Plan:
         raise ValueError(f"{node} has no link to {peer!r} (its neighbours: {neighbours})")
 
     def path_ports(self, src: str, dst: str) -> list[Port]:
-        """Switch egress ports a flow src -> dst may cross: every uplink of
-        the source leaf and every spine port down to the destination leaf
-        (ECMP picks one of each), and the last hop to dst."""
-        src_leaf, dst_leaf = self.host_switch[src], self.host_switch[dst]
-        last_hop = [self.peer(self.ports(dst)[0])]
-        if src_leaf == dst_leaf:
-            return last_hop
-        uplinks = [p for p in self.ports(src_leaf) if p.faces == "switch"]
-        downlinks = [self.peer(p) for p in self.ports(dst_leaf) if p.faces == "switch"]
-        return uplinks + downlinks + last_hop
-
+        """Switch egress ports a flow src -> dst may cross (ECMP picks one
+        at each tier), ending with the last hop to dst."""
+        return self.kind.path_ports(self, src, dst)
 
     def feedback_delay_ns(self, src: str, dst: str) -> int:
         """Live time from a packet being ECN-marked to its CNP reaching the
@@ -103,8 +98,7 @@ class Plan:
         crosses before a switch can mark it. Exact when the first switch
         port on the path marks; one link's delay too long for each switch
         port crossed before a later one marks."""
-        links_one_way = 1 + (1 if self.host_switch[src] == self.host_switch[dst] else 3)
-        return (2 * links_one_way - 1) * self.scenario.live_delay_ns
+        return (2 * self.kind.links_one_way(self, src, dst) - 1) * self.scenario.live_delay_ns
 
 
 def _ifindex(link_idx: int, side: int) -> int:
@@ -116,50 +110,114 @@ def _mac(prefix: str, link_idx: int, side: int) -> str:
     return "02:%02x:%02x:%02x:%02x:%02x" % (tag >> 8, tag & 0xFF, link_idx >> 8, link_idx & 0xFF, side)
 
 
+class TopologyKind:
+    """A kind of topology owns its plan (nodes, links, addresses, routes),
+    the switch ports a flow may cross and the links a packet crosses one
+    way; nothing outside it assumes a tier count. Register a new kind in
+    TOPOLOGIES (and name it in scenario.spec.TOPOLOGY_KINDS)."""
+
+    name = ""
+
+    def plan(self, scenario: Scenario, prefix: str) -> Plan:
+        raise NotImplementedError
+
+    def path_ports(self, plan: Plan, src: str, dst: str) -> list[Port]:
+        raise NotImplementedError
+
+    def links_one_way(self, plan: Plan, src: str, dst: str) -> int:
+        raise NotImplementedError
+
+
+class Tor(TopologyKind):
+    """Every host on one switch (s0)."""
+
+    name = "tor"
+
+    def plan(self, scenario: Scenario, prefix: str) -> Plan:
+        plan = Plan(prefix, scenario, list(scenario.hosts), ["s0"], kind=self)
+        _attach_racks(plan, ["s0"])
+        return plan
+
+    def path_ports(self, plan: Plan, src: str, dst: str) -> list[Port]:
+        return [plan.peer(plan.ports(dst)[0])]
+
+    def links_one_way(self, plan: Plan, src: str, dst: str) -> int:
+        return 2
+
+
+class LeafSpine(TopologyKind):
+    """Racks of hosts on leaves s0..s(L-1), every leaf linked to every
+    spine sL..; ECMP over the spines."""
+
+    name = "leaf-spine"
+
+    def plan(self, scenario: Scenario, prefix: str) -> Plan:
+        leaves = [f"s{i}" for i in range(scenario.leaves)]
+        spines = [f"s{scenario.leaves + i}" for i in range(scenario.spines)]
+        plan = Plan(prefix, scenario, list(scenario.hosts), leaves + spines, kind=self)
+        racks = _attach_racks(plan, leaves)
+        fabric_rate = int(scenario.fabric_rate_gbps * 1e9 / scenario.dilation)
+        uplinks: dict[str, list[tuple[str, str]]] = {leaf: [] for leaf in leaves}
+        for s, spine in enumerate(spines):
+            for l, leaf in enumerate(leaves):
+                idx = len(plan.links)
+                leaf_port = Port(leaf, f"{prefix}{leaf}u{s}", f"198.19.{s}.{2 * l + 1}",
+                                 _mac(prefix, idx, 0), fabric_rate, "switch", _ifindex(idx, 0))
+                spine_port = Port(spine, f"{prefix}{spine}p{l}", f"198.19.{s}.{2 * l}",
+                                  _mac(prefix, idx, 1), fabric_rate, "switch", _ifindex(idx, 1))
+                plan.links.append(Link(leaf_port, spine_port))
+                uplinks[leaf].append((spine_port.addr, leaf_port.ifname))
+                if racks[leaf]:
+                    plan.routes.append(Route(spine, f"198.18.{l}.0/24", ((leaf_port.addr, spine_port.ifname),)))
+        for l, leaf in enumerate(leaves):
+            for m, other in enumerate(leaves):
+                if m != l and racks[other]:
+                    plan.routes.append(Route(leaf, f"198.18.{m}.0/24", tuple(uplinks[leaf])))
+        return plan
+
+    def path_ports(self, plan: Plan, src: str, dst: str) -> list[Port]:
+        """Every uplink of the source leaf and every spine port down to the
+        destination leaf, and the last hop."""
+        src_leaf, dst_leaf = plan.host_switch[src], plan.host_switch[dst]
+        last_hop = [plan.peer(plan.ports(dst)[0])]
+        if src_leaf == dst_leaf:
+            return last_hop
+        uplinks = [p for p in plan.ports(src_leaf) if p.faces == "switch"]
+        downlinks = [plan.peer(p) for p in plan.ports(dst_leaf) if p.faces == "switch"]
+        return uplinks + downlinks + last_hop
+
+    def links_one_way(self, plan: Plan, src: str, dst: str) -> int:
+        return 2 if plan.host_switch[src] == plan.host_switch[dst] else 4
+
+
+TOPOLOGIES: dict[str, TopologyKind] = {kind.name: kind for kind in (Tor(), LeafSpine())}
+
+
+def _attach_racks(plan: Plan, racks: list[str]) -> dict[str, int]:
+    """Hosts in contiguous blocks, a rack per switch, each on its own /31
+    with a default route to its switch; hosts per switch."""
+    scenario, prefix = plan.scenario, plan.prefix
+    slot = {switch: 0 for switch in racks}
+    for i, host in enumerate(scenario.hosts):
+        l = i * len(racks) // len(scenario.hosts)
+        switch = racks[l]
+        j = slot[switch]
+        slot[switch] += 1
+        plan.host_switch[host] = switch
+        idx = len(plan.links)
+        plan.links.append(Link(
+            Port(host, f"{prefix}{host}", f"198.18.{l}.{2 * j + 1}", _mac(prefix, idx, 0),
+                 scenario.live_rate_bps, "switch", _ifindex(idx, 0)),
+            Port(switch, f"{prefix}{switch}p{j}", f"198.18.{l}.{2 * j}", _mac(prefix, idx, 1),
+                 scenario.live_rate_bps, "host", _ifindex(idx, 1))))
+        plan.routes.append(Route(host, "default", ((f"198.18.{l}.{2 * j}", f"{prefix}{host}"),)))
+    return slot
+
+
 def plan_topology(scenario: Scenario, prefix: str) -> Plan:
     """Nodes, links and routes for `scenario` under the run prefix `prefix`
-    (a letter and four hex digits, e.g. p3fa2)."""
-    n_hosts = len(scenario.hosts)
-    leaves = [f"s{i}" for i in range(scenario.leaves)]
-    spines = [f"s{scenario.leaves + i}" for i in range(scenario.spines)]
-    plan = Plan(prefix, scenario, list(scenario.hosts), leaves + spines)
-    host_rate = scenario.live_rate_bps
-    fabric_rate = int(scenario.fabric_rate_gbps * 1e9 / scenario.dilation)
-
-    def add_link(a: Port, b: Port) -> None:
-        plan.links.append(Link(a, b))
-
-    slot = {leaf: 0 for leaf in leaves}
-    for i, host in enumerate(scenario.hosts):
-        l = i * scenario.leaves // n_hosts          # contiguous blocks: a rack per leaf
-        leaf = leaves[l]
-        j = slot[leaf]
-        slot[leaf] += 1
-        plan.host_switch[host] = leaf
-        idx = len(plan.links)
-        add_link(Port(host, f"{prefix}{host}", f"198.18.{l}.{2 * j + 1}", _mac(prefix, idx, 0),
-                      host_rate, "switch", _ifindex(idx, 0)),
-                 Port(leaf, f"{prefix}{leaf}p{j}", f"198.18.{l}.{2 * j}", _mac(prefix, idx, 1),
-                      host_rate, "host", _ifindex(idx, 1)))
-        plan.routes.append(Route(host, "default", ((f"198.18.{l}.{2 * j}", f"{prefix}{host}"),)))
-
-    uplinks: dict[str, list[tuple[str, str]]] = {leaf: [] for leaf in leaves}
-    for s, spine in enumerate(spines):
-        for l, leaf in enumerate(leaves):
-            idx = len(plan.links)
-            leaf_port = Port(leaf, f"{prefix}{leaf}u{s}", f"198.19.{s}.{2 * l + 1}",
-                             _mac(prefix, idx, 0), fabric_rate, "switch", _ifindex(idx, 0))
-            spine_port = Port(spine, f"{prefix}{spine}p{l}", f"198.19.{s}.{2 * l}",
-                              _mac(prefix, idx, 1), fabric_rate, "switch", _ifindex(idx, 1))
-            add_link(leaf_port, spine_port)
-            uplinks[leaf].append((spine_port.addr, leaf_port.ifname))
-            if slot[leaf]:
-                plan.routes.append(Route(spine, f"198.18.{l}.0/24", ((leaf_port.addr, spine_port.ifname),)))
-    for l, leaf in enumerate(leaves):
-        for m, other in enumerate(leaves):
-            if m != l and slot[other]:
-                plan.routes.append(Route(leaf, f"198.18.{m}.0/24", tuple(uplinks[leaf])))
-
+    (a letter and four hex digits, e.g. p3fa2), by its topology kind."""
+    plan = TOPOLOGIES[scenario.kind].plan(scenario, prefix)
     for link in plan.links:
         for port in (link.a, link.b):
             assert len(port.ifname) <= IFNAME_MAX, port.ifname

@@ -200,3 +200,19 @@ def test_path_ports_cover_every_ecmp_choice_and_the_last_hop():
     cross = plan.path_ports("h0", "h2")
     assert sorted(p.node for p in cross) == ["s0", "s0", "s1", "s2", "s3"]
     assert {plan.peer(p).node for p in cross} == {"s2", "s3", "s1", "h2"}
+
+
+def test_every_topology_kind_a_scenario_accepts_has_a_plan():
+    from scenario.spec import TOPOLOGY_KINDS
+    from testbed.topology import TOPOLOGIES
+
+    assert set(TOPOLOGIES) == set(TOPOLOGY_KINDS)
+    for kind in TOPOLOGY_KINDS:
+        plan = plan_topology(parse_scenario({"topology": {"kind": kind, "hosts": 4}}), "p0003")
+        assert plan.kind is TOPOLOGIES[kind]
+        for src in plan.hosts:
+            for dst in plan.hosts:
+                if src != dst:
+                    last = plan.path_ports(src, dst)[-1]
+                    assert plan.peer(last).node == dst                  # the path ends at dst
+                    assert plan.feedback_delay_ns(src, dst) % plan.scenario.live_delay_ns == 0
