@@ -84,8 +84,8 @@ int nic_tx(struct __sk_buff *skb)
 	bpf_spin_lock(&cc->lock);
 	cnp_at = nic_cnp_due(cc, now);
 	if (cnp_at)
-		dcqcn_on_cnp(&cc->st, p, &hook, cnp_at);
-	dcqcn_on_tx(&cc->st, p, &hook, bytes, now);
+		cc_on_cnp(&cc->st, p, &hook, cnp_at);
+	cc_on_tx(&cc->st, p, &hook, bytes, now);
 	rate = cc->st.rc;
 	alpha = cc->st.alpha;
 	bpf_spin_unlock(&cc->lock);
@@ -156,7 +156,7 @@ int nic_rx(struct xdp_md *xdp)
 		bpf_spin_lock(&cc->lock);
 		cnp_at = nic_cnp_arrives(cc, now, delay, &merged);
 		if (cnp_at)
-			dcqcn_on_cnp(&cc->st, p, &hook, cnp_at);
+			cc_on_cnp(&cc->st, p, &hook, cnp_at);
 		bpf_spin_unlock(&cc->lock);
 		__sync_fetch_and_add(&tx->cnps_received, 1);
 		if (merged)

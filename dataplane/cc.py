@@ -1,4 +1,4 @@
-"""The congestion-control core (bpf/cc/dcqcn.h) from Python: ctypes mirrors
+"""The congestion-control core (bpf/cc/, entry cc.h) from Python: ctypes mirrors
 of its structs, parameters in firmware units, and its two builds -- the
 host shared library (tests, simulator) and the BPF test program (run with
 BPF_PROG_TEST_RUN)."""

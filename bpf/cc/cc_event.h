@@ -3,7 +3,7 @@
 #ifndef PRC_CC_EVENT_H
 #define PRC_CC_EVENT_H
 
-#include "dcqcn.h"
+#include "cc.h"
 
 struct cc_event {
 	cc_u32 kind;			/* enum cc_event_kind */
@@ -15,7 +15,7 @@ struct cc_event {
 CC_INLINE void cc_apply_event(struct dcqcn_state *st, const struct dcqcn_params *p,
 			      const struct cc_event *ev)
 {
-	dcqcn_on_event(st, p, &ev->hook, ev->kind, ev->bytes, ev->now_ns);
+	cc_on_event(st, p, &ev->hook, ev->kind, ev->bytes, ev->now_ns);
 }
 
 #endif /* PRC_CC_EVENT_H */

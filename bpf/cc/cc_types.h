@@ -40,4 +40,12 @@ typedef int64_t cc_s64;
 #define CC_UNROLL
 #endif
 
+/* The events every CC algorithm here handles (DOCA PCC's CNP and TX
+ * events; a look at the rate applies only the timers due by then). */
+enum cc_event_kind {
+	CC_EV_ADVANCE = 0,		/* timers only: the rate as seen at now */
+	CC_EV_CNP = 1,
+	CC_EV_TX = 2,
+};
+
 #endif /* PRC_CC_TYPES_H */

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * DCQCN reaction point with PRC's per-process hook: one portable core.
+ * DCQCN's reaction point: its per-QP state, the closed forms of its
+ * increase steps and its handlers, named after its events (CNP received,
+ * alpha timer, rate-increase timer, byte counter, bytes sent).
  *
  * Header-only C: no BPF helpers, no floats, no allocation, no unbounded
  * loops. Rates are 20-bit fixed-point fractions of line rate (1 << 20 is
@@ -29,11 +31,8 @@
 #ifndef PRC_CC_DCQCN_H
 #define PRC_CC_DCQCN_H
 
-#include "cc_types.h"
+#include "prc_hook.h"
 
-#define CC_RATE_ONE (1u << 20)		/* line rate */
-#define CC_ALPHA_ONE (1u << 20)		/* alpha = 1.0 */
-#define CC_WEIGHT_ONE 1024u		/* weight = 1.0 */
 #define CC_HAI_MAX_I 64			/* hyper-increase multiplier cap */
 #define CC_COUNT_MAX 0xffffu		/* T and BC saturate here */
 /* Beyond this many increase steps the state is at its fixed point (Rt has
@@ -62,13 +61,6 @@ struct dcqcn_params {
 	cc_u32 w_max;
 };
 
-/* Written by the PRC control plane, per process (all of its QPs). */
-struct prc_hook {
-	cc_u32 weight;			/* 10-bit fixed point; 0 means 1.0 */
-	cc_u32 rate_floor;		/* Q20 of line rate; 0: none */
-	cc_u32 rate_cap;		/* Q20 of line rate; 0: none */
-	cc_u32 reserved;
-};
 
 struct dcqcn_state {
 	cc_u32 rc;			/* current rate, Q20 */
@@ -83,79 +75,20 @@ struct dcqcn_state {
 	cc_u32 flags;
 };
 
-CC_INLINE cc_u64 cc_get64(cc_u32 lo, cc_u32 hi)
-{
-	return ((cc_u64)hi << 32) | lo;
-}
-
-#define CC_SET64(lo, hi, v) do { cc_u64 v_ = (v); (lo) = (cc_u32)v_; (hi) = (cc_u32)(v_ >> 32); } while (0)
-
-/*
- * Branch-free arithmetic (see CC_OPAQUE): every operand below 2^63, which
- * holds for rates, counts, times in ns and their differences here.
- */
-CC_INLINE cc_u64 cc_lt_mask(cc_u64 a, cc_u64 b)	/* all ones if a < b, else 0 */
-{
-	cc_u64 m = (cc_u64)((cc_s64)(a - b) >> 63);
-
-	CC_OPAQUE(m);
-	return m;
-}
-
-CC_INLINE cc_u64 cc_pick(cc_u64 mask, cc_u64 if_set, cc_u64 if_clear)
-{
-	return if_clear ^ ((if_set ^ if_clear) & mask);
-}
-
-CC_INLINE cc_u64 cc_min(cc_u64 a, cc_u64 b) { return cc_pick(cc_lt_mask(a, b), a, b); }
-CC_INLINE cc_u64 cc_max(cc_u64 a, cc_u64 b) { return cc_pick(cc_lt_mask(a, b), b, a); }
-
-/* ceil(d / 2^n) for signed d, |d| < 2^62: -floor(-d / 2^n), and an
- * arithmetic shift floors for either sign. */
-CC_INLINE cc_s64 cc_ceil_shr(cc_s64 d, cc_u64 n)
-{
-	return -((-d) >> cc_min(n, 62));
-}
-
-/* (G/1024)^e in Q30 by square-and-multiply, e clamped to 16 bits: even
- * (1023/1024)^65535 is below 2^-31, so larger exponents give 0 anyway. */
-CC_INLINE cc_u64 cc_pow_q30(cc_u32 g, cc_u64 e)
-{
-	cc_u64 r = 1ull << 30, base = (cc_u64)g << 20;
-	int bit;
-
-	e = cc_min(e, 0xffff);
-	for (bit = 0; bit < 16; bit++) {	/* bounded; ends with the exponent's bits */
-		if (!e)
-			break;
-		if (e & 1)
-			r = (r * base + (1ull << 29)) >> 30;
-		base = (base * base + (1ull << 29)) >> 30;
-		e >>= 1;
-	}
-	return r;
-}
-
-struct cc_effective {			/* per-event parameters after the hook */
-	cc_u64 ceiling;			/* min(line rate, cap) */
-	cc_u64 floor;			/* min(floor, ceiling) */
-	cc_u64 weight;			/* clamped to [w_min, w_max] */
+/* One event's parameters: the hook's bounds and the increase steps the
+ * weight scales. */
+struct dcqcn_effective {
+	struct prc_bounds hook;
 	cc_u64 ai;			/* rpg_ai_rate * w */
 	cc_u64 hai;			/* rpg_hai_rate * w */
 };
 
-CC_INLINE void cc_effective_init(struct cc_effective *eff, const struct dcqcn_params *p,
-				 const struct prc_hook *h)
+CC_INLINE void dcqcn_effective_init(struct dcqcn_effective *eff, const struct dcqcn_params *p,
+				    const struct prc_hook *h)
 {
-	cc_u64 w = cc_pick(cc_lt_mask(0, h->weight), h->weight, CC_WEIGHT_ONE);
-	cc_u64 cap = cc_pick(cc_lt_mask(0, h->rate_cap), h->rate_cap, CC_RATE_ONE);
-
-	w = cc_max(cc_max(cc_min(w, p->w_max), p->w_min), 1);	/* the cut divides by w */
-	eff->weight = w;
-	eff->ceiling = cc_min(cap, CC_RATE_ONE);
-	eff->floor = cc_min(h->rate_floor, eff->ceiling);
-	eff->ai = ((cc_u64)p->rpg_ai_rate * w) >> 10;
-	eff->hai = ((cc_u64)p->rpg_hai_rate * w) >> 10;
+	prc_bounds_init(&eff->hook, h, p->w_min, p->w_max);
+	eff->ai = ((cc_u64)p->rpg_ai_rate * eff->hook.weight) >> 10;
+	eff->hai = ((cc_u64)p->rpg_hai_rate * eff->hook.weight) >> 10;
 }
 
 /*
@@ -243,7 +176,7 @@ CC_INLINE cc_u64 cc_stretch(cc_u64 t0, cc_u64 t_end, cc_u64 lo, cc_u64 hi, cc_u6
  * Stretches that do not apply in a mode are empty (lo > hi).
  */
 CC_INLINE cc_u64 cc_increase_run(struct dcqcn_state *st, const struct dcqcn_params *p,
-				 const struct cc_effective *eff, cc_u64 c0, cc_u64 other, cc_u64 k)
+				 const struct dcqcn_effective *eff, cc_u64 c0, cc_u64 other, cc_u64 k)
 {
 	cc_u64 t0 = c0, bc = other, f = p->rpg_threshold;
 	cc_u64 t_end = t0 + k, n, first, empty_lo = t_end + 1;
@@ -252,34 +185,34 @@ CC_INLINE cc_u64 cc_increase_run(struct dcqcn_state *st, const struct dcqcn_para
 	cc_u64 add_hi, ramp_lo, ramp_hi, hyper_i;
 
 	n = cc_stretch(t0, t_end, 1, f - 1, &first);
-	cc_const_steps(st, n, eff->ai & bc_high, eff->ceiling);
+	cc_const_steps(st, n, eff->ai & bc_high, eff->hook.ceiling);
 
 	add_hi = cc_pick(on, cc_pick(ai_only, t_end, f - 1), f);
 	n = cc_stretch(t0, t_end, f, add_hi, &first);
-	cc_const_steps(st, n, eff->ai, eff->ceiling);
+	cc_const_steps(st, n, eff->ai, eff->hook.ceiling);
 
 	ramp_lo = cc_pick(on, cc_pick(bc_high, f, empty_lo), f + 1);
 	ramp_hi = cc_pick(on, cc_min(bc, f + CC_HAI_MAX_I - 1), f + CC_HAI_MAX_I - 1);
 	n = cc_stretch(t0, t_end, ramp_lo, ramp_hi, &first);
 	/* the ramp starts at i = 1 at ramp_lo */
-	cc_ramp_steps(st, n, (first - ramp_lo + 1) * eff->hai, eff->hai, eff->ceiling);
+	cc_ramp_steps(st, n, (first - ramp_lo + 1) * eff->hai, eff->hai, eff->hook.ceiling);
 
 	hyper_i = cc_pick(on, cc_min(bc - f + 1, CC_HAI_MAX_I), CC_HAI_MAX_I);
 	n = cc_stretch(t0, t_end, cc_pick(ai_only, empty_lo, ramp_hi + 1), t_end, &first);
-	cc_const_steps(st, n, hyper_i * eff->hai, eff->ceiling);
+	cc_const_steps(st, n, hyper_i * eff->hai, eff->hook.ceiling);
 	return cc_min(t_end, CC_COUNT_MAX);
 }
 
 /* k rate-increase timer events (T += 1 each). */
 CC_INLINE void dcqcn_on_increase_timer(struct dcqcn_state *st, const struct dcqcn_params *p,
-				       const struct cc_effective *eff, cc_u64 k)
+				       const struct dcqcn_effective *eff, cc_u64 k)
 {
 	st->t_count = (cc_u16)cc_increase_run(st, p, eff, st->t_count, st->bc_count, k);
 }
 
 /* k byte-counter events (BC += 1 each); only with the byte counter on. */
 CC_INLINE void dcqcn_on_byte_counter(struct dcqcn_state *st, const struct dcqcn_params *p,
-				     const struct cc_effective *eff, cc_u64 k)
+				     const struct dcqcn_effective *eff, cc_u64 k)
 {
 	st->bc_count = (cc_u16)cc_increase_run(st, p, eff, st->bc_count, st->t_count, k);
 }
@@ -306,13 +239,13 @@ CC_INLINE void dcqcn_on_alpha_timer(struct dcqcn_state *st, const struct dcqcn_p
 
 /* Bring the state up to now: initialise, clamp to the hook's cap, apply
  * the timer events that fell due since the last call. */
-CC_INLINE void cc_begin(struct dcqcn_state *st, const struct dcqcn_params *p,
-			const struct cc_effective *eff, cc_u64 now)
+CC_INLINE void dcqcn_catch_up(struct dcqcn_state *st, const struct dcqcn_params *p,
+			const struct dcqcn_effective *eff, cc_u64 now)
 {
 	cc_u64 next, period = cc_max(p->rpg_time_reset_ns, 1), k;
 
 	if (!(st->flags & CC_F_INIT)) {
-		st->rc = st->rt = (cc_u32)eff->ceiling;
+		st->rc = st->rt = (cc_u32)eff->hook.ceiling;
 		st->alpha = p->initial_alpha_value << 10;
 		st->byte_acc = 0;
 		st->t_count = st->bc_count = 0;
@@ -321,8 +254,8 @@ CC_INLINE void cc_begin(struct dcqcn_state *st, const struct dcqcn_params *p,
 		CC_SET64(st->inc_next_lo, st->inc_next_hi, now + period);
 		CC_SET64(st->last_cut_lo, st->last_cut_hi, now);
 	}
-	st->rt = (cc_u32)cc_min(st->rt, eff->ceiling);
-	st->rc = (cc_u32)cc_min(st->rc, eff->ceiling);
+	st->rt = (cc_u32)cc_min(st->rt, eff->hook.ceiling);
+	st->rc = (cc_u32)cc_min(st->rc, eff->hook.ceiling);
 	dcqcn_on_alpha_timer(st, p, now);
 	next = cc_get64(st->inc_next_lo, st->inc_next_hi);
 	if (now >= next) {
@@ -332,18 +265,9 @@ CC_INLINE void cc_begin(struct dcqcn_state *st, const struct dcqcn_params *p,
 	}
 }
 
-/* The hook's floor and cap hold after every event; Rt never below Rc. */
-CC_INLINE void cc_end(struct dcqcn_state *st, const struct cc_effective *eff)
-{
-	cc_u64 rc = cc_min(cc_max(st->rc, eff->floor), eff->ceiling);
-
-	st->rc = (cc_u32)rc;
-	st->rt = (cc_u32)cc_max(st->rt, rc);
-}
-
 /* A CNP: mark the alpha period; cut unless the last cut is too recent. */
-CC_INLINE void cc_cnp(struct dcqcn_state *st, const struct dcqcn_params *p,
-		      const struct cc_effective *eff, cc_u64 now)
+CC_INLINE void dcqcn_on_cnp(struct dcqcn_state *st, const struct dcqcn_params *p,
+		      const struct dcqcn_effective *eff, cc_u64 now)
 {
 	cc_u64 rc = st->rc, factor;
 	cc_u64 last_cut = cc_get64(st->last_cut_lo, st->last_cut_hi);
@@ -352,7 +276,7 @@ CC_INLINE void cc_cnp(struct dcqcn_state *st, const struct dcqcn_params *p,
 	if ((st->flags & CC_F_CUT) && now - last_cut < p->rate_reduce_monitor_period_ns)
 		return;
 	/* alpha as it is before this period's update; w > 1 tempers the cut */
-	factor = ((cc_u64)st->alpha >> (p->rpg_gd - 10)) * CC_WEIGHT_ONE / eff->weight;
+	factor = ((cc_u64)st->alpha >> (p->rpg_gd - 10)) * CC_WEIGHT_ONE / eff->hook.weight;
 	factor = cc_min(factor, CC_RATE_ONE);
 	st->rt = (cc_u32)rc;
 	rc = cc_max(rc - ((rc * factor) >> 20), cc_max(rc * p->rpg_min_dec_fac / 100, p->rpg_min_rate));
@@ -367,8 +291,8 @@ CC_INLINE void cc_cnp(struct dcqcn_state *st, const struct dcqcn_params *p,
 /* Bytes sent: every rpg_byte_reset of them is a BC event, however many
  * thresholds one call's bytes cross; the remainder waits in the
  * accumulator. */
-CC_INLINE void cc_tx(struct dcqcn_state *st, const struct dcqcn_params *p,
-		     const struct cc_effective *eff, cc_u32 bytes)
+CC_INLINE void dcqcn_on_tx(struct dcqcn_state *st, const struct dcqcn_params *p,
+			   const struct dcqcn_effective *eff, cc_u32 bytes)
 {
 	cc_u64 acc, k, reset = p->rpg_byte_reset;
 
@@ -384,43 +308,20 @@ CC_INLINE void cc_tx(struct dcqcn_state *st, const struct dcqcn_params *p,
 	dcqcn_on_byte_counter(st, p, eff, cc_min(k, CC_MAX_INCREASE_STEPS));
 }
 
-enum cc_event_kind {
-	CC_EV_ADVANCE = 0,		/* timers only: the rate as seen at now */
-	CC_EV_CNP = 1,
-	CC_EV_TX = 2,
-};
-
-/* One event: timers up to now, then the event, then the hook's bounds. */
-CC_INLINE void dcqcn_on_event(struct dcqcn_state *st, const struct dcqcn_params *p,
-			      const struct prc_hook *h, cc_u32 kind, cc_u32 bytes, cc_u64 now)
+/* One event: timers up to now, then the event itself, then the hook's
+ * bounds. */
+CC_INLINE void dcqcn_event(struct dcqcn_state *st, const struct dcqcn_params *p,
+			   const struct prc_hook *h, cc_u32 kind, cc_u32 bytes, cc_u64 now)
 {
-	struct cc_effective eff;
+	struct dcqcn_effective eff;
 
-	cc_effective_init(&eff, p, h);
-	cc_begin(st, p, &eff, now);
+	dcqcn_effective_init(&eff, p, h);
+	dcqcn_catch_up(st, p, &eff, now);
 	if (kind == CC_EV_CNP)
-		cc_cnp(st, p, &eff, now);
+		dcqcn_on_cnp(st, p, &eff, now);
 	else if (kind == CC_EV_TX)
-		cc_tx(st, p, &eff, bytes);
-	cc_end(st, &eff);
-}
-
-CC_INLINE void dcqcn_on_cnp(struct dcqcn_state *st, const struct dcqcn_params *p,
-			    const struct prc_hook *h, cc_u64 now)
-{
-	dcqcn_on_event(st, p, h, CC_EV_CNP, 0, now);
-}
-
-CC_INLINE void dcqcn_on_tx(struct dcqcn_state *st, const struct dcqcn_params *p,
-			   const struct prc_hook *h, cc_u32 bytes, cc_u64 now)
-{
-	dcqcn_on_event(st, p, h, CC_EV_TX, bytes, now);
-}
-
-CC_INLINE void dcqcn_advance(struct dcqcn_state *st, const struct dcqcn_params *p,
-			     const struct prc_hook *h, cc_u64 now)
-{
-	dcqcn_on_event(st, p, h, CC_EV_ADVANCE, 0, now);
+		dcqcn_on_tx(st, p, &eff, bytes);
+	prc_bound_rates(&st->rc, &st->rt, &eff.hook);
 }
 
 #endif /* PRC_CC_DCQCN_H */

@@ -13,7 +13,7 @@
 #define PRC_NIC_DEFS_H
 
 #include <linux/types.h>
-#include "cc/dcqcn.h"
+#include "cc/cc.h"
 
 /* Mirrored in dataplane/nic.py (tests/test_layout.py): change both. */
 #define NIC_MAX_QPS 4096
