@@ -11,7 +11,7 @@
 #include "cc/cc_event.h"
 
 BPF_ARRAY(cc_params, struct dcqcn_params, 1);
-BPF_ARRAY(cc_state, struct dcqcn_state, 2);
+BPF_ARRAY(cc_state, struct cc_qp_state, 2);
 
 int cc_test(struct xdp_md *ctx)
 {
@@ -19,7 +19,7 @@ int cc_test(struct xdp_md *ctx)
 	void *data_end = (void *)(long)ctx->data_end;
 	struct cc_event ev;
 	struct dcqcn_params *p;
-	struct dcqcn_state *st;
+	struct cc_qp_state *st;
 	__u32 zero = 0;
 
 	if (data + sizeof(ev) > data_end)
@@ -32,7 +32,7 @@ int cc_test(struct xdp_md *ctx)
 #ifdef CC_TEST_FROM_TEMPLATE
 	{
 		__u32 one = 1;
-		struct dcqcn_state *tpl = cc_state.lookup(&one);
+		struct cc_qp_state *tpl = cc_state.lookup(&one);
 
 		if (!tpl)
 			return XDP_PASS;

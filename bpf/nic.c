@@ -86,8 +86,8 @@ int nic_tx(struct __sk_buff *skb)
 	if (cnp_at)
 		cc_on_cnp(&cc->st, p, &hook, cnp_at);
 	cc_on_tx(&cc->st, p, &hook, bytes, now);
-	rate = cc->st.rc;
-	alpha = cc->st.alpha;
+	rate = cc->st.common.rc;
+	alpha = cc->st.algo.dcqcn.alpha;
 	bpf_spin_unlock(&cc->lock);
 
 	departure = nic_pace(tx, cfg, now, bytes, rate);

@@ -35,20 +35,37 @@ class Hook(ctypes.Structure):
                 ("rate_cap", ctypes.c_uint32), ("reserved", ctypes.c_uint32)]
 
 
-class State(ctypes.Structure):
-    """struct dcqcn_state: 48 bytes, a DOCA PCC per-flow context."""
+class CcCommon(ctypes.Structure):
+    """struct cc_common: what every algorithm keeps per QP."""
 
-    _fields_ = [("rc", ctypes.c_uint32), ("rt", ctypes.c_uint32), ("alpha", ctypes.c_uint32),
-                ("byte_acc", ctypes.c_uint32),
+    _fields_ = [("rc", ctypes.c_uint32), ("rt", ctypes.c_uint32), ("flags", ctypes.c_uint32)]
+
+
+class DcqcnVars(ctypes.Structure):
+    """struct dcqcn_vars: DCQCN's sub-record."""
+
+    _fields_ = [("alpha", ctypes.c_uint32), ("byte_acc", ctypes.c_uint32),
                 ("alpha_next_lo", ctypes.c_uint32), ("alpha_next_hi", ctypes.c_uint32),
                 ("inc_next_lo", ctypes.c_uint32), ("inc_next_hi", ctypes.c_uint32),
                 ("last_cut_lo", ctypes.c_uint32), ("last_cut_hi", ctypes.c_uint32),
-                ("t_count", ctypes.c_uint16), ("bc_count", ctypes.c_uint16),
-                ("flags", ctypes.c_uint32)]
+                ("t_count", ctypes.c_uint16), ("bc_count", ctypes.c_uint16)]
+
+
+class AlgoVars(ctypes.Union):
+    _anonymous_ = ("dcqcn",)
+    _fields_ = [("dcqcn", DcqcnVars), ("words", ctypes.c_uint32 * 9)]
+
+
+class State(ctypes.Structure):
+    """struct cc_qp_state: 48 bytes, a DOCA PCC per-flow context. Fields
+    of both parts read flat (state.rc, state.alpha)."""
+
+    _anonymous_ = ("common", "algo")
+    _fields_ = [("common", CcCommon), ("algo", AlgoVars)]
 
     def key(self) -> tuple:
         """Every field, for bit-exact comparison."""
-        return tuple(getattr(self, name) for name, _ in self._fields_)
+        return tuple(getattr(self, name) for name, *_ in CcCommon._fields_ + DcqcnVars._fields_)
 
 
 class Event(ctypes.Structure):

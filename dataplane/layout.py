@@ -47,7 +47,8 @@ def project_mirrors() -> tuple[list[Mirror], dict[str, int]]:
     from dataplane import cc, fidelity, nic, roce, shared, switch, tx_native
 
     mirrors = [Mirror(c, py) for c, py in (
-        ("dcqcn_params", cc.Params), ("prc_hook", cc.Hook), ("dcqcn_state", cc.State),
+        ("dcqcn_params", cc.Params), ("prc_hook", cc.Hook), ("cc_qp_state", cc.State),
+        ("cc_common", cc.CcCommon), ("dcqcn_vars", cc.DcqcnVars),
         ("cc_event", cc.Event), ("nic_config", nic.NicConfig), ("qp_ctx", nic.QpCtx),
         ("qp_cc", nic.QpCc), ("qp_tx", nic.QpTx), ("qp_rx", nic.QpRx), ("port_cfg", switch.PortCfg),
         ("port_stats", switch.PortStats), ("qp_counters", shared.QpCounters),

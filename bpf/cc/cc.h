@@ -11,7 +11,7 @@
 #include "dcqcn.h"
 
 /* Per-QP state and parameters of the algorithm in use. */
-typedef struct dcqcn_state cc_state_t;
+typedef struct cc_qp_state cc_state_t;
 typedef struct dcqcn_params cc_params_t;
 
 CC_INLINE void cc_on_event(cc_state_t *st, const cc_params_t *p, const struct prc_hook *h,

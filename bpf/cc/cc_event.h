@@ -12,7 +12,7 @@ struct cc_event {
 	struct prc_hook hook;
 };
 
-CC_INLINE void cc_apply_event(struct dcqcn_state *st, const struct dcqcn_params *p,
+CC_INLINE void cc_apply_event(struct cc_qp_state *st, const struct dcqcn_params *p,
 			      const struct cc_event *ev)
 {
 	cc_on_event(st, p, &ev->hook, ev->kind, ev->bytes, ev->now_ns);

@@ -7,8 +7,8 @@
  * Header-only C: no BPF helpers, no floats, no allocation, no unbounded
  * loops. Rates are 20-bit fixed-point fractions of line rate (1 << 20 is
  * line rate), alpha is a 20-bit fraction, weights are 10-bit (1024 = 1.0).
- * Per-QP state is 48 bytes of 4-byte-aligned words, so it fits a DOCA PCC
- * per-flow context (uint32 data[12]); 64-bit times are kept as two halves.
+ * Per-QP state: the common part and DCQCN's sub-record of struct
+ * cc_qp_state (cc_state.h), 48 bytes in all, a DOCA PCC per-flow context.
  *
  * Semantics (docs/cc.md gives the full text):
  *  - alpha is updated once per elapsed dce_tcp_rtt period from the flag
@@ -31,49 +31,8 @@
 #ifndef PRC_CC_DCQCN_H
 #define PRC_CC_DCQCN_H
 
+#include "cc_state.h"
 #include "prc_hook.h"
-
-#define CC_HAI_MAX_I 64			/* hyper-increase multiplier cap */
-#define CC_COUNT_MAX 0xffffu		/* T and BC saturate here */
-/* Beyond this many increase steps the state is at its fixed point (Rt has
- * reached the ceiling with increments >= 1, and the gap has halved away). */
-#define CC_MAX_INCREASE_STEPS (1u << 21)
-
-#define CC_F_INIT 1u			/* state initialised */
-#define CC_F_SEEN 2u			/* a CNP arrived in this alpha period */
-#define CC_F_CUT 4u			/* a cut happened (monitor period applies) */
-
-/* Firmware names (mlx5 / DOCA); rates pre-scaled to fractions of line rate. */
-struct dcqcn_params {
-	cc_u32 rpg_time_reset_ns;	/* increase timer period */
-	cc_u32 rpg_byte_reset;		/* bytes per BC event; 0 disables */
-	cc_u32 rpg_threshold;		/* F, 1..31 */
-	cc_u32 rpg_ai_rate;		/* additive step, Q20 of line rate */
-	cc_u32 rpg_hai_rate;		/* hyper step, Q20 of line rate */
-	cc_u32 rpg_gd;			/* cut = alpha / 2^(rpg_gd - 10), 10..20 */
-	cc_u32 rpg_min_dec_fac;		/* percent: one cut keeps at least this */
-	cc_u32 rpg_min_rate;		/* Q20 of line rate */
-	cc_u32 dce_tcp_g;		/* G: alpha keeps G/1024 per period */
-	cc_u32 dce_tcp_rtt_ns;		/* alpha period */
-	cc_u32 rate_reduce_monitor_period_ns;
-	cc_u32 initial_alpha_value;	/* 10-bit: 1023 = 1023/1024 */
-	cc_u32 w_min;			/* weight bounds, 10-bit fixed point */
-	cc_u32 w_max;
-};
-
-
-struct dcqcn_state {
-	cc_u32 rc;			/* current rate, Q20 */
-	cc_u32 rt;			/* target rate, Q20 */
-	cc_u32 alpha;			/* Q20 */
-	cc_u32 byte_acc;		/* bytes towards the next BC event */
-	cc_u32 alpha_next_lo, alpha_next_hi;	/* end of this alpha period */
-	cc_u32 inc_next_lo, inc_next_hi;	/* next increase timer event */
-	cc_u32 last_cut_lo, last_cut_hi;
-	cc_u16 t_count;			/* T: timer events since the last cut */
-	cc_u16 bc_count;		/* BC: byte events since the last cut */
-	cc_u32 flags;
-};
 
 /* One event's parameters: the hook's bounds and the increase steps the
  * weight scales. */
@@ -99,11 +58,11 @@ CC_INLINE void dcqcn_effective_init(struct dcqcn_effective *eff, const struct dc
  * rounding up, every step. The first m steps stay below the ceiling; if
  * n > m, step m + 1 reaches it and later steps only halve the gap.
  */
-CC_INLINE void cc_steps_apply(struct dcqcn_state *st, cc_u64 n, cc_u64 m, cc_u64 a0, cc_u64 s,
+CC_INLINE void cc_steps_apply(struct cc_qp_state *st, cc_u64 n, cc_u64 m, cc_u64 a0, cc_u64 s,
 			      cc_u64 ceiling)
 {
-	cc_u64 rt = st->rt, capped;
-	cc_s64 e = (cc_s64)st->rt - (cc_s64)st->rc, e_cap;
+	cc_u64 rt = st->common.rt, capped;
+	cc_s64 e = (cc_s64)st->common.rt - (cc_s64)st->common.rc, e_cap;
 
 	/* m = 0 leaves rt and e as they are: the terms cancel modulo 2^64 */
 	rt += m * a0 + s * m * (m - 1) / 2;
@@ -112,14 +71,14 @@ CC_INLINE void cc_steps_apply(struct dcqcn_state *st, cc_u64 n, cc_u64 m, cc_u64
 	e_cap = cc_ceil_shr(cc_ceil_shr(e + (cc_s64)(ceiling - cc_min(rt, ceiling)), 1), n - m - 1);
 	e = (cc_s64)cc_pick(capped, (cc_u64)e_cap, (cc_u64)e);
 	rt = cc_pick(capped, ceiling, rt);
-	st->rt = (cc_u32)rt;
-	st->rc = (cc_u32)(rt - (cc_u64)e);
+	st->common.rt = (cc_u32)rt;
+	st->common.rc = (cc_u32)(rt - (cc_u64)e);
 }
 
 /* n steps of a constant increment a: m = steps with Rt + m*a < ceiling. */
-CC_INLINE void cc_const_steps(struct dcqcn_state *st, cc_u64 n, cc_u64 a, cc_u64 ceiling)
+CC_INLINE void cc_const_steps(struct cc_qp_state *st, cc_u64 n, cc_u64 a, cc_u64 ceiling)
 {
-	cc_u64 room = ceiling - cc_min(st->rt, ceiling);
+	cc_u64 room = ceiling - cc_min(st->common.rt, ceiling);
 	cc_u64 m;
 
 	if (n == 0)		/* most stretches are empty at any one event */
@@ -134,10 +93,10 @@ CC_INLINE void cc_const_steps(struct dcqcn_state *st, cc_u64 n, cc_u64 a, cc_u64
  * (the sum grows with m), seven bits. The ramp from F to F + 63 with the
  * byte counter on is 64 steps (i = 1..64); six bits would stop at 63 and
  * take the 64th step for one that reaches the ceiling. */
-CC_INLINE void cc_ramp_steps(struct dcqcn_state *st, cc_u64 n, cc_u64 a0, cc_u64 s,
+CC_INLINE void cc_ramp_steps(struct cc_qp_state *st, cc_u64 n, cc_u64 a0, cc_u64 s,
 			     cc_u64 ceiling)
 {
-	cc_u64 room = ceiling - cc_min(st->rt, ceiling), m = 0, c, sum;
+	cc_u64 room = ceiling - cc_min(st->common.rt, ceiling), m = 0, c, sum;
 	int bit;
 
 	if (n == 0)
@@ -175,7 +134,7 @@ CC_INLINE cc_u64 cc_stretch(cc_u64 t0, cc_u64 t_end, cc_u64 lo, cc_u64 hi, cc_u6
  *   4. then a constant hyper increment (i = 64, or O - F + 1 when on).
  * Stretches that do not apply in a mode are empty (lo > hi).
  */
-CC_INLINE cc_u64 cc_increase_run(struct dcqcn_state *st, const struct dcqcn_params *p,
+CC_INLINE cc_u64 cc_increase_run(struct cc_qp_state *st, const struct dcqcn_params *p,
 				 const struct dcqcn_effective *eff, cc_u64 c0, cc_u64 other, cc_u64 k)
 {
 	cc_u64 t0 = c0, bc = other, f = p->rpg_threshold;
@@ -204,113 +163,113 @@ CC_INLINE cc_u64 cc_increase_run(struct dcqcn_state *st, const struct dcqcn_para
 }
 
 /* k rate-increase timer events (T += 1 each). */
-CC_INLINE void dcqcn_on_increase_timer(struct dcqcn_state *st, const struct dcqcn_params *p,
+CC_INLINE void dcqcn_on_increase_timer(struct cc_qp_state *st, const struct dcqcn_params *p,
 				       const struct dcqcn_effective *eff, cc_u64 k)
 {
-	st->t_count = (cc_u16)cc_increase_run(st, p, eff, st->t_count, st->bc_count, k);
+	st->algo.dcqcn.t_count = (cc_u16)cc_increase_run(st, p, eff, st->algo.dcqcn.t_count, st->algo.dcqcn.bc_count, k);
 }
 
 /* k byte-counter events (BC += 1 each); only with the byte counter on. */
-CC_INLINE void dcqcn_on_byte_counter(struct dcqcn_state *st, const struct dcqcn_params *p,
+CC_INLINE void dcqcn_on_byte_counter(struct cc_qp_state *st, const struct dcqcn_params *p,
 				     const struct dcqcn_effective *eff, cc_u64 k)
 {
-	st->bc_count = (cc_u16)cc_increase_run(st, p, eff, st->bc_count, st->t_count, k);
+	st->algo.dcqcn.bc_count = (cc_u16)cc_increase_run(st, p, eff, st->algo.dcqcn.bc_count, st->algo.dcqcn.t_count, k);
 }
 
 /* Alpha periods that ended at or before now: the first uses the seen flag,
  * the rest (no CNP in them) decay alpha by (G/1024)^(k-1) at once. */
-CC_INLINE void dcqcn_on_alpha_timer(struct dcqcn_state *st, const struct dcqcn_params *p,
+CC_INLINE void dcqcn_on_alpha_timer(struct cc_qp_state *st, const struct dcqcn_params *p,
 				    cc_u64 now)
 {
-	cc_u64 next = cc_get64(st->alpha_next_lo, st->alpha_next_hi);
+	cc_u64 next = cc_get64(st->algo.dcqcn.alpha_next_lo, st->algo.dcqcn.alpha_next_hi);
 	cc_u64 period = cc_max(p->dce_tcp_rtt_ns, 1), k, alpha, g = p->dce_tcp_g;
 
 	if (now < next)
 		return;
 	k = (now - next) / period + 1;
-	alpha = st->alpha;
-	alpha = (alpha * g + ((st->flags & CC_F_SEEN) ? (1024 - g) * CC_ALPHA_ONE : 0) + 512) >> 10;
+	alpha = st->algo.dcqcn.alpha;
+	alpha = (alpha * g + ((st->common.flags & CC_F_SEEN) ? (1024 - g) * CC_ALPHA_ONE : 0) + 512) >> 10;
 	if (k > 1)		/* periods without a CNP after the first */
 		alpha = (alpha * cc_pow_q30((cc_u32)g, k - 1) + (1ull << 29)) >> 30;
-	st->alpha = (cc_u32)alpha;
-	st->flags &= ~CC_F_SEEN;
-	CC_SET64(st->alpha_next_lo, st->alpha_next_hi, next + k * period);
+	st->algo.dcqcn.alpha = (cc_u32)alpha;
+	st->common.flags &= ~CC_F_SEEN;
+	CC_SET64(st->algo.dcqcn.alpha_next_lo, st->algo.dcqcn.alpha_next_hi, next + k * period);
 }
 
 /* Bring the state up to now: initialise, clamp to the hook's cap, apply
  * the timer events that fell due since the last call. */
-CC_INLINE void dcqcn_catch_up(struct dcqcn_state *st, const struct dcqcn_params *p,
+CC_INLINE void dcqcn_catch_up(struct cc_qp_state *st, const struct dcqcn_params *p,
 			const struct dcqcn_effective *eff, cc_u64 now)
 {
 	cc_u64 next, period = cc_max(p->rpg_time_reset_ns, 1), k;
 
-	if (!(st->flags & CC_F_INIT)) {
-		st->rc = st->rt = (cc_u32)eff->hook.ceiling;
-		st->alpha = p->initial_alpha_value << 10;
-		st->byte_acc = 0;
-		st->t_count = st->bc_count = 0;
-		st->flags = CC_F_INIT;
-		CC_SET64(st->alpha_next_lo, st->alpha_next_hi, now + cc_max(p->dce_tcp_rtt_ns, 1));
-		CC_SET64(st->inc_next_lo, st->inc_next_hi, now + period);
-		CC_SET64(st->last_cut_lo, st->last_cut_hi, now);
+	if (!(st->common.flags & CC_F_INIT)) {
+		st->common.rc = st->common.rt = (cc_u32)eff->hook.ceiling;
+		st->algo.dcqcn.alpha = p->initial_alpha_value << 10;
+		st->algo.dcqcn.byte_acc = 0;
+		st->algo.dcqcn.t_count = st->algo.dcqcn.bc_count = 0;
+		st->common.flags = CC_F_INIT;
+		CC_SET64(st->algo.dcqcn.alpha_next_lo, st->algo.dcqcn.alpha_next_hi, now + cc_max(p->dce_tcp_rtt_ns, 1));
+		CC_SET64(st->algo.dcqcn.inc_next_lo, st->algo.dcqcn.inc_next_hi, now + period);
+		CC_SET64(st->algo.dcqcn.last_cut_lo, st->algo.dcqcn.last_cut_hi, now);
 	}
-	st->rt = (cc_u32)cc_min(st->rt, eff->hook.ceiling);
-	st->rc = (cc_u32)cc_min(st->rc, eff->hook.ceiling);
+	st->common.rt = (cc_u32)cc_min(st->common.rt, eff->hook.ceiling);
+	st->common.rc = (cc_u32)cc_min(st->common.rc, eff->hook.ceiling);
 	dcqcn_on_alpha_timer(st, p, now);
-	next = cc_get64(st->inc_next_lo, st->inc_next_hi);
+	next = cc_get64(st->algo.dcqcn.inc_next_lo, st->algo.dcqcn.inc_next_hi);
 	if (now >= next) {
 		k = (now - next) / period + 1;
-		CC_SET64(st->inc_next_lo, st->inc_next_hi, next + k * period);
+		CC_SET64(st->algo.dcqcn.inc_next_lo, st->algo.dcqcn.inc_next_hi, next + k * period);
 		dcqcn_on_increase_timer(st, p, eff, cc_min(k, CC_MAX_INCREASE_STEPS));
 	}
 }
 
 /* A CNP: mark the alpha period; cut unless the last cut is too recent. */
-CC_INLINE void dcqcn_on_cnp(struct dcqcn_state *st, const struct dcqcn_params *p,
+CC_INLINE void dcqcn_on_cnp(struct cc_qp_state *st, const struct dcqcn_params *p,
 		      const struct dcqcn_effective *eff, cc_u64 now)
 {
-	cc_u64 rc = st->rc, factor;
-	cc_u64 last_cut = cc_get64(st->last_cut_lo, st->last_cut_hi);
+	cc_u64 rc = st->common.rc, factor;
+	cc_u64 last_cut = cc_get64(st->algo.dcqcn.last_cut_lo, st->algo.dcqcn.last_cut_hi);
 
-	st->flags |= CC_F_SEEN;
-	if ((st->flags & CC_F_CUT) && now - last_cut < p->rate_reduce_monitor_period_ns)
+	st->common.flags |= CC_F_SEEN;
+	if ((st->common.flags & CC_F_CUT) && now - last_cut < p->rate_reduce_monitor_period_ns)
 		return;
 	/* alpha as it is before this period's update; w > 1 tempers the cut */
-	factor = ((cc_u64)st->alpha >> (p->rpg_gd - 10)) * CC_WEIGHT_ONE / eff->hook.weight;
+	factor = ((cc_u64)st->algo.dcqcn.alpha >> (p->rpg_gd - 10)) * CC_WEIGHT_ONE / eff->hook.weight;
 	factor = cc_min(factor, CC_RATE_ONE);
-	st->rt = (cc_u32)rc;
+	st->common.rt = (cc_u32)rc;
 	rc = cc_max(rc - ((rc * factor) >> 20), cc_max(rc * p->rpg_min_dec_fac / 100, p->rpg_min_rate));
-	st->rc = (cc_u32)rc;
-	st->t_count = st->bc_count = 0;
-	st->byte_acc = 0;
-	CC_SET64(st->inc_next_lo, st->inc_next_hi, now + cc_max(p->rpg_time_reset_ns, 1));
-	CC_SET64(st->last_cut_lo, st->last_cut_hi, now);
-	st->flags |= CC_F_CUT;
+	st->common.rc = (cc_u32)rc;
+	st->algo.dcqcn.t_count = st->algo.dcqcn.bc_count = 0;
+	st->algo.dcqcn.byte_acc = 0;
+	CC_SET64(st->algo.dcqcn.inc_next_lo, st->algo.dcqcn.inc_next_hi, now + cc_max(p->rpg_time_reset_ns, 1));
+	CC_SET64(st->algo.dcqcn.last_cut_lo, st->algo.dcqcn.last_cut_hi, now);
+	st->common.flags |= CC_F_CUT;
 }
 
 /* Bytes sent: every rpg_byte_reset of them is a BC event, however many
  * thresholds one call's bytes cross; the remainder waits in the
  * accumulator. */
-CC_INLINE void dcqcn_on_tx(struct dcqcn_state *st, const struct dcqcn_params *p,
+CC_INLINE void dcqcn_on_tx(struct cc_qp_state *st, const struct dcqcn_params *p,
 			   const struct dcqcn_effective *eff, cc_u32 bytes)
 {
 	cc_u64 acc, k, reset = p->rpg_byte_reset;
 
 	if (!reset)
 		return;
-	acc = cc_min((cc_u64)st->byte_acc + bytes, 0xffffffffull);
+	acc = cc_min((cc_u64)st->algo.dcqcn.byte_acc + bytes, 0xffffffffull);
 	if (acc < reset) {		/* most packets complete no BC event */
-		st->byte_acc = (cc_u32)acc;
+		st->algo.dcqcn.byte_acc = (cc_u32)acc;
 		return;
 	}
 	k = acc / reset;
-	st->byte_acc = (cc_u32)(acc - k * reset);
+	st->algo.dcqcn.byte_acc = (cc_u32)(acc - k * reset);
 	dcqcn_on_byte_counter(st, p, eff, cc_min(k, CC_MAX_INCREASE_STEPS));
 }
 
 /* One event: timers up to now, then the event itself, then the hook's
  * bounds. */
-CC_INLINE void dcqcn_event(struct dcqcn_state *st, const struct dcqcn_params *p,
+CC_INLINE void dcqcn_event(struct cc_qp_state *st, const struct dcqcn_params *p,
 			   const struct prc_hook *h, cc_u32 kind, cc_u32 bytes, cc_u64 now)
 {
 	struct dcqcn_effective eff;
@@ -321,7 +280,7 @@ CC_INLINE void dcqcn_event(struct dcqcn_state *st, const struct dcqcn_params *p,
 		dcqcn_on_cnp(st, p, &eff, now);
 	else if (kind == CC_EV_TX)
 		dcqcn_on_tx(st, p, &eff, bytes);
-	prc_bound_rates(&st->rc, &st->rt, &eff.hook);
+	prc_bound_rates(&st->common.rc, &st->common.rt, &eff.hook);
 }
 
 #endif /* PRC_CC_DCQCN_H */

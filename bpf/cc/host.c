@@ -4,14 +4,14 @@
 
 #include "cc_event.h"
 
-size_t cc_state_size(void) { return sizeof(struct dcqcn_state); }
+size_t cc_state_size(void) { return sizeof(struct cc_qp_state); }
 size_t cc_params_size(void) { return sizeof(struct dcqcn_params); }
 size_t cc_event_size(void) { return sizeof(struct cc_event); }
 
 /* Apply n events in order to one state; when trace is not NULL, store the
  * state after each event in trace[i]. */
-void cc_apply_events(const struct dcqcn_params *p, struct dcqcn_state *st,
-		     const struct cc_event *events, size_t n, struct dcqcn_state *trace)
+void cc_apply_events(const struct dcqcn_params *p, struct cc_qp_state *st,
+		     const struct cc_event *events, size_t n, struct cc_qp_state *trace)
 {
 	for (size_t i = 0; i < n; i++) {
 		cc_apply_event(st, p, &events[i]);
@@ -21,7 +21,7 @@ void cc_apply_events(const struct dcqcn_params *p, struct dcqcn_state *st,
 }
 
 /* One event each for n independent states (a simulator's QPs). */
-void cc_apply_each(const struct dcqcn_params *p, struct dcqcn_state *states,
+void cc_apply_each(const struct dcqcn_params *p, struct cc_qp_state *states,
 		   const struct cc_event *events, size_t n)
 {
 	for (size_t i = 0; i < n; i++)

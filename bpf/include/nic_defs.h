@@ -50,7 +50,7 @@ struct qp_ctx {
 struct qp_cc {
 	struct bpf_spin_lock lock;
 	__u32 reserved;
-	struct dcqcn_state st;
+	struct cc_qp_state st;
 	__u64 cnp_due_ns;		/* a CNP waiting to take effect (0: none) */
 };
 
