@@ -66,11 +66,12 @@ def _throughput():
 
 def _pacing():
     from dataplane.cc import Hook
-    from experiment.emulator import Emulator
     from dataplane.fidelity import qp_fidelity
-    from testbed.builder import Testbed
+    from experiment.emulator import Emulator
     from scenario.spec import parse_scenario
+    from testbed.builder import Testbed
     from testbed.state import StateStore
+    from testbed.topology import live_rate_bps
 
     import os
     scenario = parse_scenario({"traffic": {"flows": [["h0", "h1"]]}})
@@ -81,7 +82,7 @@ def _pacing():
         emu.set_hook(0, Hook(rate_cap=1 << 19))
         emu.engine.post(send_qpn, 2**31)
         emu.engine.run(duration_s=3.0)
-        f = qp_fidelity(send_qpn, emu.engine.qps[send_qpn].log, scenario.live_rate_bps)
+        f = qp_fidelity(send_qpn, emu.engine.qps[send_qpn].log, live_rate_bps(scenario))
         emu.close()
         return f
 

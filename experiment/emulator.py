@@ -18,6 +18,7 @@ from scenario.live import ROCE_HEADROOM, LiveCC
 from testbed.isolated import run_in_netns
 from testbed.netns_socket import open_packet_socket
 from testbed.node_setup import steer_receive
+from testbed.topology import live_delay_ns, live_rate_bps
 
 CLSACT_EGRESS = "ffff:fff3"
 
@@ -80,8 +81,8 @@ class Emulator:
         self.pacer = testbed.record.get("pacer", "cooperative")
         # the longest a hop holds a packet: a full buffer at the slowest port, then a link
         slowest = min(p.rate_bps for node in self.plan.nodes for p in self.plan.ports(node))
-        shift = vtime_shift_for(int(sc.buffer_bytes * 8e9 / slowest) + sc.live_delay_ns)
-        self.nic.configure(sc.live_rate_bps, int(live.pacing_slack_us * 1000),
+        shift = vtime_shift_for(int(sc.buffer_bytes * 8e9 / slowest) + live_delay_ns(sc))
+        self.nic.configure(live_rate_bps(sc), int(live.pacing_slack_us * 1000),
                            int(live.min_time_between_cnps_us * 1000 * sc.dilation),
                            core_params(live.dcqcn, sc.dilation),
                            flags=F_KERNEL_PACER if self.pacer == "kernel" else 0, vtime_shift=shift)

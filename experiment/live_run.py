@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 
 from experiment.emulator import Emulator
+from testbed.topology import live_rate_bps
 from scenario.live import LiveCC
 from dataplane.counters import Sample, read_flow
 from dataplane.fidelity import QpFidelity, qp_fidelity
@@ -87,7 +88,7 @@ def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: f
             results.append(FlowResult(src, dst, send_qpn, recv_qpn))
         for proc, hook in (hooks or {}).items():
             emu.set_hook(proc, hook)
-        result = LiveResult(testbed.plan.scenario.live_rate_bps, results, pacer=emu.pacer)
+        result = LiveResult(live_rate_bps(testbed.plan.scenario), results, pacer=emu.pacer)
         switch_ports = [p.ifindex for node in testbed.plan.switches for p in testbed.plan.ports(node)]
         stats_view = emu.stats_view
         result.queue_samples = {i: [] for i in switch_ports}

@@ -39,7 +39,7 @@ def summarize(result, scenario) -> dict:
     for f, share in zip(result.flows, mean):
         flows.append({"flow": f"{f.src}->{f.dst}", "send_qpn": f.send_qpn, "share_of_line": share,
                       "delivered_gbps_datacenter": share * scenario.rate_gbps,
-                      "delivered_mbps_live": share * scenario.live_rate_bps / 1e6,
+                      "delivered_mbps_live": share * result.line_rate_bps / 1e6,
                       "packets_sent": f.packets_sent, "packets_received": f.packets_received,
                       "early_packets": f.early_packets, "ce_packets": f.ce_packets, "cnps": f.cnps,
                       "cnps_merged": f.cnps_merged,
@@ -76,7 +76,7 @@ def plot(result, scenario, path: Path) -> None:
     t0 = result.samples[0].t_ns
     times = np.array([(s.t_ns - t0) / 1e9 for s in result.samples])
     delivered = np.array([[f.delivered_bytes for f in s.flows] for s in result.samples], dtype=float)
-    line_mbps = scenario.live_rate_bps / 1e6
+    line_mbps = result.line_rate_bps / 1e6
     window = max(1, int(0.1 / scenario.traffic.sample_every_s))      # 100 ms averages
     fig, (ax, axq) = plt.subplots(2, 1, sharex=True, figsize=(9, 6), gridspec_kw={"height_ratios": [3, 1]})
     for i, f in enumerate(result.flows):
@@ -170,7 +170,7 @@ def main(scenario_path: str, results_root: str, state_dir: str | None, captures:
             out.json("config.json", {"scenario_path": scenario_path, "scenario": scenario,
                                      "testbed": testbed.record})
             out.json("versions.json", versions())
-            out.csv("flows.csv", FLOW_COLUMNS, _rows(result, scenario.live_rate_bps / 1e6))
+            out.csv("flows.csv", FLOW_COLUMNS, _rows(result, result.line_rate_bps / 1e6))
             out.csv("queues.csv", ["sample", "port_ifindex", "model_queue_bytes"],
                     ([i, port, q] for port, qs in result.queue_samples.items() for i, q in enumerate(qs)))
             summary = summarize(result, scenario)

@@ -51,11 +51,6 @@ class Scenario:
     traffic: TrafficSpec | None = None   # [traffic]; parse_scenario always fills it
 
     @property
-    def live_rate_bps(self) -> int:
-        """Host link rate as emulated: datacenter rate / dilation."""
-        return int(self.rate_gbps * 1e9 / self.dilation)
-
-    @property
     def fabric_rate_gbps(self) -> float:
         """Leaf-spine uplink rate giving the asked oversubscription: the
         busiest leaf's host bandwidth over its total uplink bandwidth."""
@@ -64,9 +59,6 @@ class Scenario:
         per_leaf = math.ceil(len(self.hosts) / self.leaves)
         return per_leaf * self.rate_gbps / (self.spines * self.oversubscription)
 
-    @property
-    def live_delay_ns(self) -> int:
-        return int(self.delay_ns * self.dilation)
 
 
 # table -> key -> (type, default); a default of None means required.

@@ -20,7 +20,7 @@ from testbed.isolated import run_in_netns
 from testbed.node_setup import configure_node, create_veths, node_sysctls, write_sysctls
 from scenario.spec import Scenario, ScenarioError
 from testbed.state import StateStore
-from testbed.topology import Plan, plan_topology
+from testbed.topology import Plan, live_delay_ns, plan_topology
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 STEP_TIMEOUT_S = 120
@@ -110,7 +110,7 @@ def leaf_qdisc(scenario: Scenario, delay_method: str, pacer: str, port) -> str:
     if delay_method == "netem":
         packets = max(1, scenario.buffer_bytes // (scenario.mtu_bytes + 14))
         hops = 2 if pacer == "kernel" and port.faces == "host" else 1
-        return f"netem delay {max(1, hops * scenario.live_delay_ns // 1000)}us limit {packets}"
+        return f"netem delay {max(1, hops * live_delay_ns(scenario) // 1000)}us limit {packets}"
     return f"bfifo limit {scenario.buffer_bytes}"
 
 

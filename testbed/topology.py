@@ -20,6 +20,18 @@ IFNAME_MAX = 15
 FIRST_IFINDEX = 1000   # well above lo (1) in every namespace
 
 
+def live_rate_bps(scenario: Scenario, gbps: float | None = None) -> int:
+    """A link rate as the testbed runs it: datacenter rate / dilation
+    (host links unless gbps is given)."""
+    return int((scenario.rate_gbps if gbps is None else gbps) * 1e9 / scenario.dilation)
+
+
+def live_delay_ns(scenario: Scenario) -> int:
+    """One link's propagation delay as the testbed runs it: datacenter
+    delay x dilation."""
+    return int(scenario.delay_ns * scenario.dilation)
+
+
 @dataclass(frozen=True)
 class Port:
     node: str          # node name (h0, s1, ...)
@@ -98,7 +110,7 @@ class Plan:
         crosses before a switch can mark it. Exact when the first switch
         port on the path marks; one link's delay too long for each switch
         port crossed before a later one marks."""
-        return (2 * self.kind.links_one_way(self, src, dst) - 1) * self.scenario.live_delay_ns
+        return (2 * self.kind.links_one_way(self, src, dst) - 1) * live_delay_ns(self.scenario)
 
 
 def _ifindex(link_idx: int, side: int) -> int:
@@ -156,7 +168,7 @@ class LeafSpine(TopologyKind):
         spines = [f"s{scenario.leaves + i}" for i in range(scenario.spines)]
         plan = Plan(prefix, scenario, list(scenario.hosts), leaves + spines, kind=self)
         racks = _attach_racks(plan, leaves)
-        fabric_rate = int(scenario.fabric_rate_gbps * 1e9 / scenario.dilation)
+        fabric_rate = live_rate_bps(scenario, scenario.fabric_rate_gbps)
         uplinks: dict[str, list[tuple[str, str]]] = {leaf: [] for leaf in leaves}
         for s, spine in enumerate(spines):
             for l, leaf in enumerate(leaves):
@@ -207,9 +219,9 @@ def _attach_racks(plan: Plan, racks: list[str]) -> dict[str, int]:
         idx = len(plan.links)
         plan.links.append(Link(
             Port(host, f"{prefix}{host}", f"198.18.{l}.{2 * j + 1}", _mac(prefix, idx, 0),
-                 scenario.live_rate_bps, "switch", _ifindex(idx, 0)),
+                 live_rate_bps(scenario), "switch", _ifindex(idx, 0)),
             Port(switch, f"{prefix}{switch}p{j}", f"198.18.{l}.{2 * j}", _mac(prefix, idx, 1),
-                 scenario.live_rate_bps, "host", _ifindex(idx, 1))))
+                 live_rate_bps(scenario), "host", _ifindex(idx, 1))))
         plan.routes.append(Route(host, "default", ((f"198.18.{l}.{2 * j}", f"{prefix}{host}"),)))
     return slot
 

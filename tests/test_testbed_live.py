@@ -76,7 +76,7 @@ def _ifindexes(names):
 def _tor_check(testbed):
     ports = testbed.plan.ports("s0")
     return {"rtts": _all_pairs_rtts(testbed), "goodput_bps": _goodput(testbed, "h0", "h1"),
-            "rate_bps": testbed.plan.scenario.live_rate_bps,
+            "rate_bps": testbed.plan.ports("h0")[0].rate_bps,
             "ifindexes": run_in_netns(testbed.netns("s0"), _ifindexes, [p.ifname for p in ports]),
             "planned_ifindexes": [p.ifindex for p in ports]}
 
