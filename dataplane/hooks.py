@@ -1,7 +1,7 @@
 """The per-process PRC hook map (proc_hook in bpf/nic.c) written through
 mmap: a controller in this process or another writes a process's weight,
-floor and cap with plain stores (~0.1 us) instead of a bpf() syscall per
-update (~1.5 us). The map's id is in the run record (`maps.proc_hook`).
+floor and cap with plain stores instead of a bpf() syscall per update
+(`make bench`: about 0.2 us against 2.2 us from Python). The map's id is in the run record (`maps.proc_hook`).
 
 Each 32-bit field is one store; nic_tx and nic_rx copy a hook out before
 using it, so a packet may see a new weight with the old floor, never a
@@ -9,6 +9,8 @@ half-written field. A write takes effect at each of the process's QPs'
 next event, which also applies it to the timer steps of the silence
 before it (docs/cc.md)."""
 from __future__ import annotations
+
+import os
 
 from dataplane.bpf_mmap import MmapArray
 from dataplane.bpf_objects import map_fd_by_id
@@ -28,8 +30,6 @@ class HookMap:
     @classmethod
     def by_id(cls, map_id: int) -> "HookMap":
         """From the map's id (another process loaded the NIC)."""
-        import os
-
         fd = map_fd_by_id(map_id)
         try:
             return cls(MmapArray(None, Hook, fd, MAX_PROCS))

@@ -8,12 +8,12 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from experiment.emulator import Emulator
-from testbed.topology import live_rate_bps
-from scenario.live import LiveCC
 from dataplane.counters import Sample, read_flow
 from dataplane.fidelity import QpFidelity, qp_fidelity
 from dataplane.tx_engine import now_ns
+from experiment.emulator import Emulator
+from scenario.live import LiveCC
+from testbed.topology import live_rate_bps
 
 FLOW_MESSAGE_BYTES = 2**31          # one RDMA WRITE per flow, longer than any run
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields
 
 from scenario.dcqcn import DcqcnConfig, ParamError
 from scenario.ecn import RedConfig
+from scenario.errors import ScenarioError, fail as _fail
 
 LIVE_TABLES = ("dcqcn", "ecn", "pfc", "traffic")
 
@@ -46,13 +47,6 @@ class LiveCC:
 
 ROCE_HEADROOM = 80          # IP + UDP + BTH + RETH + ICRC around a RoCE MTU of payload
 
-class LiveSpecError(ValueError):
-    pass
-
-
-def _fail(key: str, reason: str):
-    raise LiveSpecError(f"{key}: {reason}")
-
 
 def _number(table: str, key: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -81,7 +75,7 @@ def parse_live(data: dict, hosts: tuple[str, ...], rate_gbps: float,
     try:
         config.validate()
     except ParamError as exc:
-        raise LiveSpecError(f"dcqcn.{exc}") from None
+        raise ScenarioError(f"dcqcn.{exc}") from None
 
     ecn = data.get("ecn", {})
     for key in ecn:

@@ -12,7 +12,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from scenario.live import LIVE_TABLES, LiveCC, LiveSpecError, TrafficSpec, parse_live
+from scenario.errors import ScenarioError, fail as _fail
+from scenario.live import LIVE_TABLES, LiveCC, TrafficSpec, parse_live
 
 NATIVE_XDP_MAX_MTU = 3506   # veth refuses native XDP above this peer MTU (4 KiB pages)
 VETH_MAX_MTU = 65535
@@ -25,10 +26,6 @@ TOPOLOGY_KINDS = ("tor", "leaf-spine")
 XDP_MODES = ("generic", "native")
 DELAY_METHODS = ("auto", "netem", "endpoint")
 PACERS = ("auto", "kernel", "cooperative")
-
-
-class ScenarioError(ValueError):
-    """A scenario that cannot be built; str() is the one-line message."""
 
 
 @dataclass(frozen=True)
@@ -85,10 +82,6 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], object]]] = {
     },
 }
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", list: "a list"}
-
-
-def _fail(key: str, reason: str):
-    raise ScenarioError(f"{key}: {reason}")
 
 
 def _typed(values: dict, table: str) -> dict:
@@ -202,10 +195,7 @@ def parse_scenario(data: dict) -> Scenario:
         if not MIN_LIVE_RATE_BPS <= live <= MAX_LIVE_RATE_BPS:
             _fail(key, f"the live rate ({live / 1e6:.3g} Mbit/s after dilation "
                   f"{scenario.dilation:g}) must be within 1 Mbit/s..40 Gbit/s")
-    try:
-        live_cc, traffic = parse_live(data, hosts, scenario.rate_gbps, mtu)
-    except LiveSpecError as exc:
-        raise ScenarioError(str(exc)) from None
+    live_cc, traffic = parse_live(data, hosts, scenario.rate_gbps, mtu)
     return dataclasses.replace(scenario, live=live_cc, traffic=traffic)
 
 

@@ -61,12 +61,12 @@ class Route:
 class Plan:
     prefix: str
     scenario: Scenario
+    kind: TopologyKind                 # owns the plan's shape, paths and hop counts
     hosts: list[str]
     switches: list[str]
     links: list[Link] = field(default_factory=list)
     routes: list[Route] = field(default_factory=list)
     host_switch: dict[str, str] = field(default_factory=dict)   # host -> its ToR/leaf
-    kind: "TopologyKind | None" = None                           # set by plan_topology
 
     def netns(self, node: str) -> str:
         return f"{self.prefix}-{node}"
@@ -146,7 +146,7 @@ class Tor(TopologyKind):
     name = "tor"
 
     def plan(self, scenario: Scenario, prefix: str) -> Plan:
-        plan = Plan(prefix, scenario, list(scenario.hosts), ["s0"], kind=self)
+        plan = Plan(prefix, scenario, self, list(scenario.hosts), ["s0"])
         _attach_racks(plan, ["s0"])
         return plan
 
@@ -166,7 +166,7 @@ class LeafSpine(TopologyKind):
     def plan(self, scenario: Scenario, prefix: str) -> Plan:
         leaves = [f"s{i}" for i in range(scenario.leaves)]
         spines = [f"s{scenario.leaves + i}" for i in range(scenario.spines)]
-        plan = Plan(prefix, scenario, list(scenario.hosts), leaves + spines, kind=self)
+        plan = Plan(prefix, scenario, self, list(scenario.hosts), leaves + spines)
         racks = _attach_racks(plan, leaves)
         fabric_rate = live_rate_bps(scenario, scenario.fabric_rate_gbps)
         uplinks: dict[str, list[tuple[str, str]]] = {leaf: [] for leaf in leaves}

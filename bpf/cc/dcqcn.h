@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * DCQCN's reaction point: its per-QP state, the closed forms of its
- * increase steps and its handlers, named after its events (CNP received,
- * alpha timer, rate-increase timer, byte counter, bytes sent).
+ * DCQCN's reaction point: the closed forms of its increase steps and its
+ * handlers, named after its events (CNP received, alpha timer, rate-increase
+ * timer, byte counter, bytes sent). Its parameters and per-QP variables are
+ * in dcqcn_defs.h.
  *
  * Header-only C: no BPF helpers, no floats, no allocation, no unbounded
  * loops. Rates are 20-bit fixed-point fractions of line rate (1 << 20 is
@@ -110,13 +111,13 @@ CC_INLINE void cc_ramp_steps(struct cc_qp_state *st, cc_u64 n, cc_u64 a0, cc_u64
 	cc_steps_apply(st, n, m, a0, s, ceiling);
 }
 
-/* How many of the steps T = t0+1 .. t_end fall in [lo, hi], and the
+/* How many of the steps C = c0+1 .. c_end fall in [lo, hi], and the
  * first of them. */
-CC_INLINE cc_u64 cc_stretch(cc_u64 t0, cc_u64 t_end, cc_u64 lo, cc_u64 hi, cc_u64 *first)
+CC_INLINE cc_u64 cc_stretch(cc_u64 c0, cc_u64 c_end, cc_u64 lo, cc_u64 hi, cc_u64 *first)
 {
-	cc_u64 last = cc_min(hi, t_end);
+	cc_u64 last = cc_min(hi, c_end);
 
-	*first = cc_max(lo, t0 + 1);
+	*first = cc_max(lo, c0 + 1);
 	return cc_pick(cc_lt_mask(last, *first), 0, last - *first + 1);
 }
 
@@ -137,43 +138,46 @@ CC_INLINE cc_u64 cc_stretch(cc_u64 t0, cc_u64 t_end, cc_u64 lo, cc_u64 hi, cc_u6
 CC_INLINE cc_u64 cc_increase_run(struct cc_qp_state *st, const struct dcqcn_params *p,
 				 const struct dcqcn_effective *eff, cc_u64 c0, cc_u64 other, cc_u64 k)
 {
-	cc_u64 t0 = c0, bc = other, f = p->rpg_threshold;
-	cc_u64 t_end = t0 + k, n, first, empty_lo = t_end + 1;
-	cc_u64 on = cc_lt_mask(0, p->rpg_byte_reset), bc_high = on & ~cc_lt_mask(bc, f);
-	cc_u64 ai_only = on & ~bc_high;
+	cc_u64 f = p->rpg_threshold, c_end = c0 + k, n, first, empty_lo = c_end + 1;
+	cc_u64 on = cc_lt_mask(0, p->rpg_byte_reset), other_high = on & ~cc_lt_mask(other, f);
+	cc_u64 ai_only = on & ~other_high;
 	cc_u64 add_hi, ramp_lo, ramp_hi, hyper_i;
 
-	n = cc_stretch(t0, t_end, 1, f - 1, &first);
-	cc_const_steps(st, n, eff->ai & bc_high, eff->hook.ceiling);
+	n = cc_stretch(c0, c_end, 1, f - 1, &first);
+	cc_const_steps(st, n, eff->ai & other_high, eff->hook.ceiling);
 
-	add_hi = cc_pick(on, cc_pick(ai_only, t_end, f - 1), f);
-	n = cc_stretch(t0, t_end, f, add_hi, &first);
+	add_hi = cc_pick(on, cc_pick(ai_only, c_end, f - 1), f);
+	n = cc_stretch(c0, c_end, f, add_hi, &first);
 	cc_const_steps(st, n, eff->ai, eff->hook.ceiling);
 
-	ramp_lo = cc_pick(on, cc_pick(bc_high, f, empty_lo), f + 1);
-	ramp_hi = cc_pick(on, cc_min(bc, f + CC_HAI_MAX_I - 1), f + CC_HAI_MAX_I - 1);
-	n = cc_stretch(t0, t_end, ramp_lo, ramp_hi, &first);
+	ramp_lo = cc_pick(on, cc_pick(other_high, f, empty_lo), f + 1);
+	ramp_hi = cc_pick(on, cc_min(other, f + CC_HAI_MAX_I - 1), f + CC_HAI_MAX_I - 1);
+	n = cc_stretch(c0, c_end, ramp_lo, ramp_hi, &first);
 	/* the ramp starts at i = 1 at ramp_lo */
 	cc_ramp_steps(st, n, (first - ramp_lo + 1) * eff->hai, eff->hai, eff->hook.ceiling);
 
-	hyper_i = cc_pick(on, cc_min(bc - f + 1, CC_HAI_MAX_I), CC_HAI_MAX_I);
-	n = cc_stretch(t0, t_end, cc_pick(ai_only, empty_lo, ramp_hi + 1), t_end, &first);
+	hyper_i = cc_pick(on, cc_min(other - f + 1, CC_HAI_MAX_I), CC_HAI_MAX_I);
+	n = cc_stretch(c0, c_end, cc_pick(ai_only, empty_lo, ramp_hi + 1), c_end, &first);
 	cc_const_steps(st, n, hyper_i * eff->hai, eff->hook.ceiling);
-	return cc_min(t_end, CC_COUNT_MAX);
+	return cc_min(c_end, CC_COUNT_MAX);
 }
 
 /* k rate-increase timer events (T += 1 each). */
 CC_INLINE void dcqcn_on_increase_timer(struct cc_qp_state *st, const struct dcqcn_params *p,
 				       const struct dcqcn_effective *eff, cc_u64 k)
 {
-	st->algo.dcqcn.t_count = (cc_u16)cc_increase_run(st, p, eff, st->algo.dcqcn.t_count, st->algo.dcqcn.bc_count, k);
+	struct dcqcn_vars *v = &st->algo.dcqcn;
+
+	v->t_count = (cc_u16)cc_increase_run(st, p, eff, v->t_count, v->bc_count, k);
 }
 
 /* k byte-counter events (BC += 1 each); only with the byte counter on. */
 CC_INLINE void dcqcn_on_byte_counter(struct cc_qp_state *st, const struct dcqcn_params *p,
 				     const struct dcqcn_effective *eff, cc_u64 k)
 {
-	st->algo.dcqcn.bc_count = (cc_u16)cc_increase_run(st, p, eff, st->algo.dcqcn.bc_count, st->algo.dcqcn.t_count, k);
+	struct dcqcn_vars *v = &st->algo.dcqcn;
+
+	v->bc_count = (cc_u16)cc_increase_run(st, p, eff, v->bc_count, v->t_count, k);
 }
 
 /* Alpha periods that ended at or before now: the first uses the seen flag,
@@ -181,69 +185,72 @@ CC_INLINE void dcqcn_on_byte_counter(struct cc_qp_state *st, const struct dcqcn_
 CC_INLINE void dcqcn_on_alpha_timer(struct cc_qp_state *st, const struct dcqcn_params *p,
 				    cc_u64 now)
 {
-	cc_u64 next = cc_get64(st->algo.dcqcn.alpha_next_lo, st->algo.dcqcn.alpha_next_hi);
+	struct dcqcn_vars *v = &st->algo.dcqcn;
+	cc_u64 next = cc_get64(v->alpha_next_lo, v->alpha_next_hi);
 	cc_u64 period = cc_max(p->dce_tcp_rtt_ns, 1), k, alpha, g = p->dce_tcp_g;
 
 	if (now < next)
 		return;
 	k = (now - next) / period + 1;
-	alpha = st->algo.dcqcn.alpha;
+	alpha = v->alpha;
 	alpha = (alpha * g + ((st->common.flags & CC_F_SEEN) ? (1024 - g) * CC_ALPHA_ONE : 0) + 512) >> 10;
 	if (k > 1)		/* periods without a CNP after the first */
 		alpha = (alpha * cc_pow_q30((cc_u32)g, k - 1) + (1ull << 29)) >> 30;
-	st->algo.dcqcn.alpha = (cc_u32)alpha;
+	v->alpha = (cc_u32)alpha;
 	st->common.flags &= ~CC_F_SEEN;
-	CC_SET64(st->algo.dcqcn.alpha_next_lo, st->algo.dcqcn.alpha_next_hi, next + k * period);
+	CC_SET64(v->alpha_next_lo, v->alpha_next_hi, next + k * period);
 }
 
 /* Bring the state up to now: initialise, clamp to the hook's cap, apply
  * the timer events that fell due since the last call. */
 CC_INLINE void dcqcn_catch_up(struct cc_qp_state *st, const struct dcqcn_params *p,
-			const struct dcqcn_effective *eff, cc_u64 now)
+			      const struct dcqcn_effective *eff, cc_u64 now)
 {
+	struct dcqcn_vars *v = &st->algo.dcqcn;
 	cc_u64 next, period = cc_max(p->rpg_time_reset_ns, 1), k;
 
 	if (!(st->common.flags & CC_F_INIT)) {
 		st->common.rc = st->common.rt = (cc_u32)eff->hook.ceiling;
-		st->algo.dcqcn.alpha = p->initial_alpha_value << 10;
-		st->algo.dcqcn.byte_acc = 0;
-		st->algo.dcqcn.t_count = st->algo.dcqcn.bc_count = 0;
+		v->alpha = p->initial_alpha_value << 10;
+		v->byte_acc = 0;
+		v->t_count = v->bc_count = 0;
 		st->common.flags = CC_F_INIT;
-		CC_SET64(st->algo.dcqcn.alpha_next_lo, st->algo.dcqcn.alpha_next_hi, now + cc_max(p->dce_tcp_rtt_ns, 1));
-		CC_SET64(st->algo.dcqcn.inc_next_lo, st->algo.dcqcn.inc_next_hi, now + period);
-		CC_SET64(st->algo.dcqcn.last_cut_lo, st->algo.dcqcn.last_cut_hi, now);
+		CC_SET64(v->alpha_next_lo, v->alpha_next_hi, now + cc_max(p->dce_tcp_rtt_ns, 1));
+		CC_SET64(v->inc_next_lo, v->inc_next_hi, now + period);
+		CC_SET64(v->last_cut_lo, v->last_cut_hi, now);
 	}
 	st->common.rt = (cc_u32)cc_min(st->common.rt, eff->hook.ceiling);
 	st->common.rc = (cc_u32)cc_min(st->common.rc, eff->hook.ceiling);
 	dcqcn_on_alpha_timer(st, p, now);
-	next = cc_get64(st->algo.dcqcn.inc_next_lo, st->algo.dcqcn.inc_next_hi);
+	next = cc_get64(v->inc_next_lo, v->inc_next_hi);
 	if (now >= next) {
 		k = (now - next) / period + 1;
-		CC_SET64(st->algo.dcqcn.inc_next_lo, st->algo.dcqcn.inc_next_hi, next + k * period);
+		CC_SET64(v->inc_next_lo, v->inc_next_hi, next + k * period);
 		dcqcn_on_increase_timer(st, p, eff, cc_min(k, CC_MAX_INCREASE_STEPS));
 	}
 }
 
 /* A CNP: mark the alpha period; cut unless the last cut is too recent. */
 CC_INLINE void dcqcn_on_cnp(struct cc_qp_state *st, const struct dcqcn_params *p,
-		      const struct dcqcn_effective *eff, cc_u64 now)
+			    const struct dcqcn_effective *eff, cc_u64 now)
 {
+	struct dcqcn_vars *v = &st->algo.dcqcn;
 	cc_u64 rc = st->common.rc, factor;
-	cc_u64 last_cut = cc_get64(st->algo.dcqcn.last_cut_lo, st->algo.dcqcn.last_cut_hi);
+	cc_u64 last_cut = cc_get64(v->last_cut_lo, v->last_cut_hi);
 
 	st->common.flags |= CC_F_SEEN;
 	if ((st->common.flags & CC_F_CUT) && now - last_cut < p->rate_reduce_monitor_period_ns)
 		return;
 	/* alpha as it is before this period's update; w > 1 tempers the cut */
-	factor = ((cc_u64)st->algo.dcqcn.alpha >> (p->rpg_gd - 10)) * CC_WEIGHT_ONE / eff->hook.weight;
+	factor = ((cc_u64)v->alpha >> (p->rpg_gd - 10)) * CC_WEIGHT_ONE / eff->hook.weight;
 	factor = cc_min(factor, CC_RATE_ONE);
 	st->common.rt = (cc_u32)rc;
 	rc = cc_max(rc - ((rc * factor) >> 20), cc_max(rc * p->rpg_min_dec_fac / 100, p->rpg_min_rate));
 	st->common.rc = (cc_u32)rc;
-	st->algo.dcqcn.t_count = st->algo.dcqcn.bc_count = 0;
-	st->algo.dcqcn.byte_acc = 0;
-	CC_SET64(st->algo.dcqcn.inc_next_lo, st->algo.dcqcn.inc_next_hi, now + cc_max(p->rpg_time_reset_ns, 1));
-	CC_SET64(st->algo.dcqcn.last_cut_lo, st->algo.dcqcn.last_cut_hi, now);
+	v->t_count = v->bc_count = 0;
+	v->byte_acc = 0;
+	CC_SET64(v->inc_next_lo, v->inc_next_hi, now + cc_max(p->rpg_time_reset_ns, 1));
+	CC_SET64(v->last_cut_lo, v->last_cut_hi, now);
 	st->common.flags |= CC_F_CUT;
 }
 
@@ -253,17 +260,18 @@ CC_INLINE void dcqcn_on_cnp(struct cc_qp_state *st, const struct dcqcn_params *p
 CC_INLINE void dcqcn_on_tx(struct cc_qp_state *st, const struct dcqcn_params *p,
 			   const struct dcqcn_effective *eff, cc_u32 bytes)
 {
+	struct dcqcn_vars *v = &st->algo.dcqcn;
 	cc_u64 acc, k, reset = p->rpg_byte_reset;
 
 	if (!reset)
 		return;
-	acc = cc_min((cc_u64)st->algo.dcqcn.byte_acc + bytes, 0xffffffffull);
+	acc = cc_min((cc_u64)v->byte_acc + bytes, 0xffffffffull);
 	if (acc < reset) {		/* most packets complete no BC event */
-		st->algo.dcqcn.byte_acc = (cc_u32)acc;
+		v->byte_acc = (cc_u32)acc;
 		return;
 	}
 	k = acc / reset;
-	st->algo.dcqcn.byte_acc = (cc_u32)(acc - k * reset);
+	v->byte_acc = (cc_u32)(acc - k * reset);
 	dcqcn_on_byte_counter(st, p, eff, cc_min(k, CC_MAX_INCREASE_STEPS));
 }
 
