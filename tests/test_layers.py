@@ -116,7 +116,7 @@ def test_scenario_files_parse_without_live_dependencies():
         assert proc.stdout.strip().endswith("[]"), proc.stdout
 
 
-def test_the_blocker_does_block(tmp_path):
+def test_the_blocker_does_block():
     # The check above is only worth something if a blocked import fails.
     proc = subprocess.run([sys.executable, "-c", _BLOCKER.replace("from scenario import", "import scapy\nfrom scenario import"),
                            str(REPO / "examples" / "default.toml")], capture_output=True, text=True, cwd=REPO)
