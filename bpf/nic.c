@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The emulated RNIC of a host. nic_tx (TC egress) paces and ECN-marks what
- * the host sends and feeds its bytes to the CC core; nic_rx (XDP) accounts
- * what it receives, answers CE marks with CNPs (the notification point)
- * and applies CNPs to the sending QP's rate (the reaction point). One
+ * the host sends and feeds its bytes to the CC core; nic_rx (XDP) is the
+ * RC responder (takes packets in PSN order, ACKs and NAKs them), answers
+ * CE marks with CNPs (the notification point), applies CNPs to the
+ * sending QP's rate (the reaction point) and hands ACKs and NAKs to the
+ * TX engine through qp_tx (the requester). One
  * object serves a testbed: QPNs are unique across it, so the maps are
  * shared by all host NICs.
  */
@@ -12,6 +14,7 @@
 #include "parse.h"
 #include "nic_defs.h"
 #include "nic_logic.h"
+#include "roce_ack.h"
 #include "roce_cnp.h"
 #include "skb_headers.h"
 #include "vtime.h"
@@ -111,6 +114,18 @@ int nic_tx(struct __sk_buff *skb)
 	return TC_ACT_OK;
 }
 
+/* Replace the received frame at xdp by a reply of reply_bytes: 0 on
+ * success (data and data_end then span the reply). */
+static __always_inline int nic_reply_room(struct xdp_md *xdp, int frame_bytes, int reply_bytes,
+					  void **data, void **data_end)
+{
+	if (bpf_xdp_adjust_tail(xdp, reply_bytes - frame_bytes))
+		return -1;
+	*data = (void *)(long)xdp->data;
+	*data_end = (void *)(long)xdp->data_end;
+	return *data + reply_bytes > *data_end ? -1 : 0;
+}
+
 int nic_rx(struct xdp_md *xdp)
 {
 	void *data = (void *)(long)xdp->data, *data_end = (void *)(long)xdp->data_end;
@@ -124,10 +139,12 @@ int nic_rx(struct xdp_md *xdp)
 	struct qp_rx *rx;
 	struct crc32_table *tab;
 	struct prc_hook hook = {};
+	enum rx_reply reply;
 	__u32 zero = 0, qpn, psn, remote, delay;
 	__u64 now, cnp_at;
-	__u8 opcode;
-	int merged = 0, bytes, ce, frame_bytes = bpf_xdp_get_buff_len(xdp);
+	__u8 opcode, *aeth;
+	int merged = 0, bytes, ce, ackreq, frame_bytes = bpf_xdp_get_buff_len(xdp);
+	int consumed;
 
 	cursor_init(&c, data, data_end);
 	bytes = parse_roce(&c, frame_bytes, &h);
@@ -135,7 +152,9 @@ int nic_rx(struct xdp_md *xdp)
 		return XDP_PASS;
 	opcode = h.bth->opcode;
 	qpn = bpf_ntohl(h.bth->dest_qp) & ROCE_QPN_MASK;
-	psn = bpf_ntohl(h.bth->psn) & ROCE_PSN_MASK;
+	psn = bpf_ntohl(h.bth->psn);
+	ackreq = psn >> 31;
+	psn &= ROCE_PSN_MASK;
 	ce = (h.iph->tos & IP_ECN_MASK) == IP_ECN_CE;
 	if (qpn == 0 || qpn >= NIC_MAX_QPS)
 		return XDP_PASS;
@@ -144,6 +163,8 @@ int nic_rx(struct xdp_md *xdp)
 	if (!cfg || !ctx || !(ctx->flags & QP_F_VALID))
 		return XDP_PASS;
 	now = bpf_ktime_get_ns();
+	/* what the RNIC consumes does not go up the host stack */
+	consumed = (cfg->flags & NIC_F_PASS_DATA) ? XDP_PASS : XDP_DROP;
 
 	if (opcode == ROCE_OP_CNP) {		/* reaction point */
 		p = cc_params.lookup(&zero);
@@ -161,7 +182,17 @@ int nic_rx(struct xdp_md *xdp)
 		__sync_fetch_and_add(&tx->cnps_received, 1);
 		if (merged)
 			__sync_fetch_and_add(&tx->cnps_merged, 1);
-		return (cfg->flags & NIC_F_PASS_DATA) ? XDP_PASS : XDP_DROP;
+		return consumed;
+	}
+	if (opcode == ROCE_OP_ACK) {		/* requester */
+		aeth = (__u8 *)(h.bth + 1);
+		tx = qp_tx.lookup(&qpn);
+		/* the AETH must lie within the IP length, before the ICRC */
+		if (!tx || (void *)(aeth + AETH_BYTES) > data_end ||
+		    (void *)(aeth + AETH_BYTES + ROCE_ICRC_BYTES) > data + bytes)
+			return XDP_PASS;
+		nic_take_ack(tx, psn, aeth[0], now);
+		return consumed;
 	}
 	if (!roce_is_data(opcode))
 		return XDP_PASS;
@@ -169,19 +200,25 @@ int nic_rx(struct xdp_md *xdp)
 	rx = qp_rx.lookup(&qpn);
 	if (!rx)
 		return XDP_PASS;
-	nic_account_rx(rx, psn, bytes, opcode, ce);
+	reply = nic_account_rx(rx, psn, bytes, opcode, ackreq, ce, now);
+	remote = ctx->remote_qpn;
+
+	/* An ACK or NAK takes the frame before a CNP does: a CE mark it
+	 * displaces is answered on the QP's next CE packet. */
+	if (reply != RX_NO_REPLY) {
+		tab = crc32.lookup(&zero);
+		if (!tab || nic_reply_room(xdp, frame_bytes, ACK_FRAME_BYTES, &data, &data_end))
+			return XDP_DROP;
+		build_ack(data, remote, NIC_SPORT_BASE | qpn, nic_reply_psn(rx, reply),
+			  reply == RX_NAK ? AETH_NAK_PSN_SEQ : AETH_ACK, rx->messages & ROCE_PSN_MASK, tab);
+		__sync_fetch_and_add(reply == RX_NAK ? &rx->naks_sent : &rx->acks_sent, 1);
+		return XDP_TX;
+	}
 
 	/* notification point: at most one CNP per QP per interval */
 	if (ce && (rx->cnps_sent == 0 || now - rx->last_cnp_ns >= cfg->min_time_between_cnps_ns)) {
 		tab = crc32.lookup(&zero);
-		if (!tab)
-			return XDP_DROP;
-		remote = ctx->remote_qpn;
-		if (bpf_xdp_adjust_tail(xdp, (int)CNP_FRAME_BYTES - frame_bytes))
-			return XDP_DROP;
-		data = (void *)(long)xdp->data;
-		data_end = (void *)(long)xdp->data_end;
-		if (data + CNP_FRAME_BYTES > data_end)
+		if (!tab || nic_reply_room(xdp, frame_bytes, CNP_FRAME_BYTES, &data, &data_end))
 			return XDP_DROP;
 		build_cnp(data, remote, NIC_SPORT_BASE | qpn, tab);
 		rx->last_cnp_ns = now;
@@ -189,5 +226,5 @@ int nic_rx(struct xdp_md *xdp)
 		return XDP_TX;
 	}
 	/* an RNIC places data in memory: nothing goes up the host stack */
-	return (cfg->flags & NIC_F_PASS_DATA) ? XDP_PASS : XDP_DROP;
+	return consumed;
 }

@@ -37,19 +37,22 @@ class QpCc(ctypes.Structure):
 class QpTx(ctypes.Structure):
     _fields_ = [(name, ctypes.c_uint64) for name in (
         "next_departure_ns", "packets", "bytes", "early_packets", "rate", "alpha",
-        "cnps_received", "cnps_merged")]
+        "cnps_received", "cnps_merged", "acked_psn", "acks", "last_ack_ns", "nak_psn", "naks")]
 
 
 class QpRx(ctypes.Structure):
     _fields_ = [(name, ctypes.c_uint64) for name in (
-        "packets", "bytes", "expected_psn", "psn_gap_packets", "out_of_order", "messages",
-        "ce_packets", "cnps_sent", "last_cnp_ns", "reserved")]
+        "packets", "bytes", "expected_psn", "out_of_sequence", "duplicates", "messages",
+        "ce_packets", "cnps_sent", "last_cnp_ns", "delivered_packets", "delivered_bytes", "acks_sent",
+        "naks_sent", "nak_outstanding", "last_message_ns", "reserved")]
 
 
 # The structs as arrays of 64-bit words, for hot loops over mmapped maps.
 QP_RX_WORDS, RX_BYTES_WORD = ctypes.sizeof(QpRx) // 8, QpRx.bytes.offset // 8
 QP_TX_WORDS, DEPARTURE_WORD, RATE_WORD = (ctypes.sizeof(QpTx) // 8, QpTx.next_departure_ns.offset // 8,
                                           QpTx.rate.offset // 8)
+ACKED_PSN_WORD, NAK_PSN_WORD, NAKS_WORD = (QpTx.acked_psn.offset // 8, QpTx.nak_psn.offset // 8,
+                                          QpTx.naks.offset // 8)
 
 
 def sender_sport(qpn: int) -> int:

@@ -42,9 +42,9 @@ def nic(loaded_nic):
     return loaded_nic
 
 
-def data(psn=0, ecn=roce.ECT0, opcode=roce.WRITE_ONLY, payload=1000, src=SENDER, dst=RECEIVER):
+def data(psn=0, ecn=roce.ECT0, opcode=roce.WRITE_ONLY, payload=1000, src=SENDER, dst=RECEIVER, ackreq=False):
     addr = roce.FlowAddr(sport=sender_sport(src))
-    return roce.data_packet(opcode, dst, psn, b"x" * payload, addr=addr, ecn=ecn)
+    return roce.data_packet(opcode, dst, psn, b"x" * payload, addr=addr, ecn=ecn, ackreq=ackreq)
 
 
 def rx(nic, frame):
@@ -161,15 +161,70 @@ def test_a_delayed_cnp_takes_effect_at_its_due_time(nic):
     assert st.key() == expected.key()
 
 
-def test_receive_accounting_counts_gaps_reordering_and_completions(nic):
-    for psn, op in [(0, roce.WRITE_FIRST), (1, roce.WRITE_MIDDLE), (4, roce.WRITE_MIDDLE),
-                    (2, roce.WRITE_MIDDLE), (5, roce.WRITE_LAST), (6, roce.SEND_ONLY)]:
-        assert rx(nic, data(psn=psn, opcode=op)).verdict == XDP_DROP     # placed, not passed up
+def test_the_responder_takes_packets_in_psn_order_only(nic):
+    """Go-back-N at the responder: PSN 4 while 2 is expected is dropped and
+    NAKs 2; 5 and 6 behind the gap drop silently (one NAK per gap); 2 and 3
+    (resent) are taken; 2 again is a duplicate."""
+    arrivals = [(0, roce.WRITE_FIRST), (1, roce.WRITE_MIDDLE), (4, roce.WRITE_MIDDLE), (5, roce.WRITE_LAST),
+                (6, roce.SEND_ONLY), (2, roce.WRITE_MIDDLE), (3, roce.WRITE_MIDDLE), (2, roce.WRITE_MIDDLE),
+                (4, roce.WRITE_MIDDLE), (5, roce.WRITE_LAST), (6, roce.SEND_ONLY)]
+    verdicts = [rx(nic, data(psn=psn, opcode=op)).verdict for psn, op in arrivals]
+    assert verdicts == [XDP_DROP, XDP_DROP, XDP_TX] + [XDP_DROP] * 8     # data is placed, not passed up
     r = nic.rx(RECEIVER)
-    assert (r.packets, r.psn_gap_packets, r.out_of_order, r.messages, r.expected_psn) == (6, 2, 1, 2, 7)
-    assert r.bytes == sum(len(data(psn=0, opcode=op)) for op in
-                          [roce.WRITE_FIRST, roce.WRITE_MIDDLE, roce.WRITE_MIDDLE, roce.WRITE_MIDDLE,
-                           roce.WRITE_LAST, roce.SEND_ONLY])
+    assert (r.packets, r.delivered_packets, r.out_of_sequence, r.duplicates) == (11, 7, 3, 1)
+    assert (r.messages, r.expected_psn, r.naks_sent, r.acks_sent, r.nak_outstanding) == (2, 7, 1, 0, 0)
+    size = len(data(opcode=roce.WRITE_MIDDLE))
+    assert r.bytes == sum(len(data(psn=psn, opcode=op)) for psn, op in arrivals)
+    assert r.delivered_bytes == sum(len(data(psn=psn, opcode=op)) for psn, op in arrivals[:2]) + \
+        2 * size + sum(len(data(psn=psn, opcode=op)) for psn, op in arrivals[-3:])
+    assert r.last_message_ns > 0
+
+
+def _reply(frame: bytes, expect_kind: str):
+    """The ACK or NAK frame: checked whole, then its (PSN, syndrome, MSN)."""
+    p = roce.parse(frame)
+    assert (p.opcode, p.dest_qp, p.ecn, p.sport) == (roce.ACK, SENDER, roce.NOT_ECT, sender_sport(RECEIVER))
+    assert len(frame) == 14 + 20 + 8 + 12 + 4 + 4 and ip_checksum_ok(frame) and roce.icrc_valid(frame)
+    aeth = frame[IP_AT + 20 + 8 + 12:][:4]
+    syndrome, msn = aeth[0], int.from_bytes(aeth[1:], "big")
+    assert (syndrome >> 5) == {"ack": 0, "nak": 3}[expect_kind]
+    if tshark.available():
+        (row,) = tshark.decode_frames([frame])
+        assert (row["opcode"], row["destqp"], row["psn"]) == (roce.ACK, SENDER, p.psn)
+    return p.psn, syndrome, msn
+
+
+def test_ack_and_nak_frames_are_valid_rc_replies(nic):
+    assert _reply(rx(nic, data(psn=0, ackreq=True)).data_out, "ack") == (0, 0x1F, 1)
+    assert _reply(rx(nic, data(psn=3)).data_out, "nak") == (1, 0x60, 1)         # 1 expected
+    assert _reply(rx(nic, data(psn=0, ackreq=True)).data_out, "ack") == (0, 0x1F, 1)  # duplicate: re-ACK
+    assert rx(nic, data(psn=0)).verdict == XDP_DROP                            # one without AckReq: silent
+    r = nic.rx(RECEIVER)
+    assert (r.acks_sent, r.naks_sent, r.duplicates) == (2, 1, 2)
+
+
+def test_an_ack_displaces_a_cnp_which_the_next_ce_packet_sends(nic):
+    assert _reply(rx(nic, data(psn=0, ecn=roce.CE, ackreq=True)).data_out, "ack")[0] == 0
+    assert roce.parse(rx(nic, data(psn=1, ecn=roce.CE)).data_out).opcode == roce.CNP
+    assert nic.rx(RECEIVER).cnps_sent == 1
+
+
+def _from_receiver(psn: int, syndrome: int) -> bytes:
+    return roce.ack_packet(SENDER, psn, syndrome=syndrome, addr=roce.FlowAddr(sport=sender_sport(RECEIVER)))
+
+
+def test_the_requester_records_acks_and_naks_for_the_engine(nic):
+    assert rx(nic, _from_receiver(9, 0x1F)).verdict == XDP_DROP
+    t = nic.tx(SENDER)
+    assert (t.acked_psn, t.acks, t.naks) == (10, 1, 0) and t.last_ack_ns > 0
+    rx(nic, _from_receiver(4, 0x1F))                          # older: acknowledges nothing new
+    assert (nic.tx(SENDER).acked_psn, nic.tx(SENDER).acks) == (10, 2)
+    rx(nic, _from_receiver(12, 0x60))                         # NAK: 10, 11 arrived; resend from 12
+    t = nic.tx(SENDER)
+    assert (t.acked_psn, t.nak_psn, t.naks) == (12, 12, 1)
+    rx(nic, _from_receiver(13, 0x61))                         # a NAK for another reason: ignored
+    rx(nic, _from_receiver(roce.PSN_MASK, 0x1F))              # PSNs compare modulo 2^24: behind
+    assert (nic.tx(SENDER).acked_psn, nic.tx(SENDER).naks) == (12, 1)
 
 
 def test_debug_switch_passes_received_data_up(nic):
@@ -220,6 +275,10 @@ def _skb_test_frame(frame: bytes) -> bool:
     return need <= len(frame) <= 3500
 
 
+def _aeth_at(frame: bytes) -> int:
+    return IP_AT + (frame[IP_AT] & 0x0F) * 4 + 8 + 12
+
+
 def test_random_frames_touch_only_what_they_should(nic):
     """>= 5,000 random frames through each program: non-RoCE, truncated and
     malformed frames pass unchanged; RoCE frames for QPs the NIC does not
@@ -233,7 +292,7 @@ def test_random_frames_touch_only_what_they_should(nic):
     for q in known:
         nic.add_qp(q, 8 - q)
     seen = []
-    want = {q: {"rx": [0, 0, 0], "tx": [0, 0], "cnps": 0} for q in known}
+    want = {q: {"rx": [0, 0, 0], "tx": [0, 0], "cnps": 0, "acks": 0, "naks": 0} for q in known}
 
     @settings(max_examples=600, deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -249,10 +308,16 @@ def test_random_frames_touch_only_what_they_should(nic):
             if rx_qp and p.opcode <= 0x0B:           # data for a known QP: placed or answered
                 want[p.dest_qp]["rx"] = [a + b for a, b in zip(want[p.dest_qp]["rx"],
                                                               (1, p.wire_bytes, p.ecn == roce.CE))]
-                # placed (dropped from the stack), or answered with a CNP if CE-marked
-                assert r.verdict == XDP_DROP or (r.verdict == XDP_TX and p.ecn == roce.CE)
+                # placed (dropped from the stack), or answered: an ACK or NAK, or a CNP if CE-marked
+                reply = roce.parse(r.data_out).opcode if r.verdict == XDP_TX else None
+                assert r.verdict == XDP_DROP or reply == roce.ACK or (reply == roce.CNP and p.ecn == roce.CE)
             elif rx_qp and p.opcode == roce.CNP:
                 want[p.dest_qp]["cnps"] += 1
+                assert r.verdict == XDP_DROP
+            elif rx_qp and p.opcode == roce.ACK and p.wire_bytes >= _aeth_at(frame) + 8:
+                syndrome = frame[_aeth_at(frame)]
+                want[p.dest_qp]["acks"] += syndrome >> 5 == 0
+                want[p.dest_qp]["naks"] += syndrome == 0x60
                 assert r.verdict == XDP_DROP
             else:
                 assert (r.verdict, r.data_out) == (XDP_PASS, frame)
@@ -267,7 +332,8 @@ def test_random_frames_touch_only_what_they_should(nic):
     check()
     assert len(seen) >= 5000
     got = {q: {"rx": [nic.rx(q).packets, nic.rx(q).bytes, nic.rx(q).ce_packets],
-               "tx": [nic.tx(q).packets, nic.tx(q).bytes], "cnps": nic.tx(q).cnps_received}
+               "tx": [nic.tx(q).packets, nic.tx(q).bytes], "cnps": nic.tx(q).cnps_received,
+               "acks": nic.tx(q).acks, "naks": nic.tx(q).naks}
            for q in known}
     assert got == want
     assert sum(w["rx"][0] for w in want.values()) > 100     # the mix exercised the data path

@@ -65,19 +65,35 @@ struct qp_tx {
 	__u64 alpha;			/* after the last packet, Q20 */
 	__u64 cnps_received;
 	__u64 cnps_merged;		/* arrived while another waited: dropped */
+	/* RC acknowledgements from the receiver (nic_rx writes, the TX
+	 * engine reads): */
+	__u64 acked_psn;		/* the PSN after the last one acknowledged */
+	__u64 acks;
+	__u64 last_ack_ns;
+	__u64 nak_psn;			/* resend from here (written before naks) */
+	__u64 naks;			/* PSN sequence error NAKs received */
 };
 
-/* Receiving side, per destination QPN; mmapped for completions. */
+/* Receiving side, per destination QPN; mmapped for completions. An RC
+ * responder takes packets in PSN order only: one ahead of the expected
+ * PSN is dropped (the first of a run is answered with a NAK), one behind
+ * it is a duplicate, dropped and acknowledged again if it asks. */
 struct qp_rx {
-	__u64 packets;
-	__u64 bytes;
+	__u64 packets;			/* every data frame that arrived */
+	__u64 bytes;			/* ... and their bytes (lossless credit) */
 	__u64 expected_psn;
-	__u64 psn_gap_packets;		/* skipped over by a later PSN */
-	__u64 out_of_order;		/* arrived behind the expected PSN */
-	__u64 messages;			/* LAST/ONLY packets: completions */
+	__u64 out_of_sequence;		/* ahead of the expected PSN: dropped */
+	__u64 duplicates;		/* behind it: dropped */
+	__u64 messages;			/* LAST/ONLY packets taken: completions */
 	__u64 ce_packets;
 	__u64 cnps_sent;
 	__u64 last_cnp_ns;
+	__u64 delivered_packets;	/* taken, in PSN order */
+	__u64 delivered_bytes;
+	__u64 acks_sent;
+	__u64 naks_sent;
+	__u64 nak_outstanding;		/* a NAK went for expected_psn: no more until it comes */
+	__u64 last_message_ns;		/* arrival of the last message's last packet */
 	__u64 reserved;
 };
 

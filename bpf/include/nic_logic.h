@@ -8,13 +8,13 @@
 
 #include "nic_defs.h"
 #include "roce_defs.h"
+#include "roce_ack.h"
 
 #define ROCE_OP_SEND_LAST 0x02
 #define ROCE_OP_SEND_ONLY 0x04
 #define ROCE_OP_WRITE_LAST 0x08
 #define ROCE_OP_WRITE_ONLY 0x0a
 #define ROCE_OP_WRITE_ONLY_IMM 0x0b
-#define ROCE_OP_CNP 0x81
 #define ROCE_PSN_MASK 0x00ffffff
 #define IP_ECN_MASK 0x03
 #define IP_ECN_ECT0 0x02
@@ -68,29 +68,92 @@ static __always_inline __u64 nic_pace(struct qp_tx *tx, const struct nic_config 
 	return start > now ? start : now;	/* this packet's own departure */
 }
 
+/* What the responder sends back for a data packet. */
+enum rx_reply {
+	RX_NO_REPLY,
+	RX_ACK,			/* the packet asked for one (AckReq) */
+	RX_NAK,			/* the first of a run ahead of the expected PSN */
+};
+
+#define PSN_AHEAD_LIMIT (1u << 23)	/* PSNs compare modulo 2^24 */
+
+/* b is a at or after a (within half the PSN space). */
+static __always_inline int psn_at_or_after(__u32 a, __u32 b)
+{
+	return ((b - a) & ROCE_PSN_MASK) < PSN_AHEAD_LIMIT;
+}
+
 /*
- * Receive accounting for one data packet of a QP: PSNs compare modulo
- * 2^24; a PSN ahead of the expected one skips packets (a gap), one behind
- * it is out of order (a retransmission or a reordering).
+ * The RC responder's receive rule for one data packet of a QP (go-back-N):
+ * only the expected PSN is taken; a packet ahead of it is dropped, and
+ * the first of such a run NAKs the expected PSN; one behind it is a
+ * duplicate, dropped. A taken or duplicate packet with AckReq is
+ * acknowledged (the ACK repeats the last PSN taken, so a duplicate
+ * recovers a lost ACK). A message completes when its LAST/ONLY packet is
+ * taken.
  */
-static __always_inline void nic_account_rx(struct qp_rx *rx, __u32 psn, __u32 bytes, __u8 opcode,
-					   int ce)
+static __always_inline enum rx_reply nic_account_rx(struct qp_rx *rx, __u32 psn, __u32 bytes,
+						    __u8 opcode, int ackreq, int ce, __u64 now)
 {
 	__u32 expected = rx->expected_psn & ROCE_PSN_MASK;
-	__u32 ahead = (psn - expected) & ROCE_PSN_MASK;
 
 	__sync_fetch_and_add(&rx->packets, 1);
 	__sync_fetch_and_add(&rx->bytes, bytes);
 	if (ce)
 		__sync_fetch_and_add(&rx->ce_packets, 1);
-	if (ahead < (1u << 23)) {
-		rx->psn_gap_packets += ahead;
+	if (psn == expected) {
 		rx->expected_psn = (psn + 1) & ROCE_PSN_MASK;
-	} else {
-		__sync_fetch_and_add(&rx->out_of_order, 1);
+		rx->nak_outstanding = 0;
+		__sync_fetch_and_add(&rx->delivered_packets, 1);
+		__sync_fetch_and_add(&rx->delivered_bytes, bytes);
+		if (roce_ends_message(opcode)) {
+			rx->last_message_ns = now;
+			__sync_fetch_and_add(&rx->messages, 1);
+		}
+		return ackreq ? RX_ACK : RX_NO_REPLY;
 	}
-	if (roce_ends_message(opcode))
-		__sync_fetch_and_add(&rx->messages, 1);
+	if (psn_at_or_after(expected, psn)) {
+		__sync_fetch_and_add(&rx->out_of_sequence, 1);
+		if (rx->nak_outstanding)
+			return RX_NO_REPLY;
+		rx->nak_outstanding = 1;
+		return RX_NAK;
+	}
+	__sync_fetch_and_add(&rx->duplicates, 1);
+	return ackreq ? RX_ACK : RX_NO_REPLY;
+}
+
+/* The PSN an ACK or NAK from this responder carries. */
+static __always_inline __u32 nic_reply_psn(const struct qp_rx *rx, enum rx_reply reply)
+{
+	__u32 expected = rx->expected_psn & ROCE_PSN_MASK;
+
+	return reply == RX_NAK ? expected : (expected - 1) & ROCE_PSN_MASK;
+}
+
+/*
+ * The requester takes an ACK or NAK (syndrome: the AETH's first byte).
+ * An ACK of PSN p acknowledges everything up to p; a NAK of p everything
+ * before p, and asks for a resend from p: the TX engine sees naks move
+ * and reads nak_psn, written first.
+ */
+static __always_inline void nic_take_ack(struct qp_tx *tx, __u32 psn, __u8 syndrome, __u64 now)
+{
+	__u32 acked = psn;
+
+	if ((syndrome & AETH_KIND_MASK) == 0)
+		acked = (psn + 1) & ROCE_PSN_MASK;
+	else if (syndrome != AETH_NAK_PSN_SEQ)
+		return;			/* other NAKs: no such errors here */
+	if (psn_at_or_after((__u32)tx->acked_psn, acked))
+		tx->acked_psn = acked;
+	if ((syndrome & AETH_KIND_MASK) == 0) {
+		tx->last_ack_ns = now;
+		__sync_fetch_and_add(&tx->acks, 1);
+		return;
+	}
+	tx->nak_psn = psn;
+	__sync_fetch_and_add(&tx->naks, 1);	/* a full barrier: nak_psn first */
 }
 
 /*
