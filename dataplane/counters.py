@@ -11,7 +11,7 @@ from dataplane.cc import q20_fraction
 @dataclass(frozen=True)
 class FlowCounters:
     sent_bytes: int             # by the sender's nic_tx
-    delivered_bytes: int        # at the receiver's nic_rx
+    delivered_bytes: int        # taken in PSN order by the receiver's nic_rx
     rate: float                 # the sender's BPF rate, fraction of line rate
     alpha: float
     cnps: int                   # received by the sender
@@ -21,7 +21,7 @@ class FlowCounters:
 def read_flow(tx, rx, send_qpn: int, recv_qpn: int) -> FlowCounters:
     """tx, rx: the qp_tx and qp_rx maps (MmapArray views)."""
     sent, got = tx[send_qpn], rx[recv_qpn]
-    return FlowCounters(sent.bytes, got.bytes, q20_fraction(sent.rate), q20_fraction(sent.alpha),
+    return FlowCounters(sent.bytes, got.delivered_bytes, q20_fraction(sent.rate), q20_fraction(sent.alpha),
                         sent.cnps_received, got.ce_packets)
 
 

@@ -9,6 +9,13 @@ departure time it publishes is there to read when send() returns. The
 per-packet work -- patch, wait, send, log -- and the heap are C
 (tx_native); message queues and completions stay here.
 
+A reliable QP is an RC requester: a message stays outstanding after its
+last packet leaves until nic_rx records the ACK that covers it; a NAK
+rewinds the QP to the PSN it names (go-back-N: that packet and all after
+it go again), and a retransmit timeout rewinds it to the first
+unacknowledged PSN when the ACK of a QP that has sent everything does
+not come.
+
 Fidelity is part of the result: per packet, how late it left against its
 departure time, and the rate the QP achieved against the rate BPF set; a
 run whose engine could not keep up (it, not congestion control, set the
@@ -27,8 +34,8 @@ import numpy as np
 
 from dataplane import roce
 from dataplane.fidelity import PACKET_LOG
-from dataplane.nic import DEPARTURE_WORD, QP_TX_WORDS, RATE_WORD
-from dataplane.tx_native import (PSN_BITS, TX_IDLE, TX_LOG_FULL, TX_MESSAGE_DONE, TxCredit, TxFrame,
+from dataplane.nic import ACKED_PSN_WORD, DEPARTURE_WORD, NAK_PSN_WORD, NAKS_WORD, QP_TX_WORDS, RATE_WORD
+from dataplane.tx_native import (PSN_BITS, TX_IDLE, TX_LOG_FULL, TX_MESSAGE_DONE, TX_NAK, TxCredit, TxFrame,
                                  TxQp, TxSched, TxSchedEntry, library, u64p, word_pointers)
 
 CLOCK = time.CLOCK_MONOTONIC          # the clock of bpf_ktime_get_ns
@@ -38,6 +45,9 @@ MASKED_PSN_AT = 8 + PSN_AT - roce.ETH_BYTES   # the same in the ICRC's masked co
 SPIN_BELOW_NS = 500_000               # closer than this to a departure: spin, do not sleep
 MAX_BURST = 64                        # packets of one QP before C looks at the others
 SLICE_NS = 1_000_000                  # C returns at least this often, so until() runs
+ACK_POLL_NS = 20_000                  # with nothing to send, look for ACKs this often
+PSN_MASK = (1 << PSN_BITS) - 1
+PSN_HALF = 1 << (PSN_BITS - 1)
 MAX_SLOTS = 4096                      # sending QPs per engine
 LOG_START = 1 << 16                   # packet-log entries per QP, doubled when full
 PR_SET_TIMERSLACK = 29
@@ -49,6 +59,11 @@ OPCODES = {"write": (roce.WRITE_ONLY, roce.WRITE_FIRST, roce.WRITE_MIDDLE, roce.
 
 def now_ns() -> int:
     return time.clock_gettime_ns(CLOCK)
+
+
+def psn_distance(a: int, b: int) -> int:
+    """How far b is after a, modulo 2^24 (>= PSN_HALF: b is before a)."""
+    return (b - a) & PSN_MASK
 
 
 def _masked_icrc(masked: bytearray, psn: int) -> int:
@@ -99,6 +114,17 @@ class Message:
     kind: str           # "write" or "send"
     length: int         # bytes
     tag: object = None  # the poster's handle, returned on completion
+    first_psn: int = -1     # set when it is first loaded to send
+    packets: int = 0        # ... with the packet count at the QP's MTU
+    sent: bool = False      # its last packet has left (once at least)
+
+    def holds(self, psn: int) -> bool:
+        return self.first_psn >= 0 and psn_distance(self.first_psn, psn) < self.packets
+
+    def acked_by(self, acked_psn: int) -> bool:
+        """An ACK up to acked_psn covers all of its packets."""
+        end = (self.first_psn + self.packets) & PSN_MASK
+        return self.first_psn >= 0 and psn_distance(end, acked_psn) < PSN_HALF
 
 
 class PortCredit:
@@ -137,6 +163,11 @@ class SendQp:
         self.credit: PortCredit | None = None
         self._pause = None
         self.head: Message | None = None
+        self.unacked: deque[Message] = deque()     # sent whole, not acknowledged yet
+        self.rto_ns = 0                           # 0: unreliable (no ACKs expected)
+        self.acked_psn = 0
+        self.armed_ns = 0                         # the retransmit timer's start
+        self.timeouts = 0
         self.slot = -1                            # its place in the engine's C scheduler
         self._log = np.empty(0, dtype=PACKET_LOG)
 
@@ -145,6 +176,16 @@ class SendQp:
     pauses = property(lambda self: self.c.pauses)          # times a pause held this QP
     send_errors = property(lambda self: self.c.send_errors)
     next_psn = property(lambda self: self.c.next_psn)
+    retransmits = property(lambda self: self.c.retransmits)    # packets sent again
+
+    @property
+    def reliable(self) -> bool:
+        return self.rto_ns > 0
+
+    @property
+    def idle(self) -> bool:
+        """Nothing to send and nothing waiting for an ACK."""
+        return self.head is None and not self.queue and not self.unacked
 
     @property
     def mtu(self) -> int:
@@ -152,8 +193,8 @@ class SendQp:
 
     @mtu.setter
     def mtu(self, value: int) -> None:
-        if self.head is not None:
-            raise ValueError("the MTU changes between messages only")
+        if self.head is not None or self.unacked:
+            raise ValueError("the MTU changes between messages only, all acknowledged")
         self.c.mtu = value
 
     @property
@@ -187,6 +228,8 @@ class SendQp:
         """Give C the head message's frames: first (or only), middle, last."""
         msg = self.head = self.queue[0]
         ops, mtu, length = OPCODES[msg.kind], self.c.mtu, msg.length
+        if msg.first_psn < 0:
+            msg.first_psn, msg.packets = self.c.next_psn, max(1, -(-length // mtu))
         t = self.frames.template
         if length <= mtu:
             self.c.first = self.c.last = ctypes.pointer(t(ops[0], length, length))
@@ -200,6 +243,44 @@ class SendQp:
         self.head = None
         return self.queue.popleft()
 
+    def take_ack(self, acked_psn: int) -> list[Message]:
+        """The messages an ACK up to (not including) acked_psn completes,
+        oldest first: outstanding ones, and after a rewind those that went
+        again or wait to (the responder had them; then seek past them)."""
+        self.acked_psn = acked_psn
+        done = []
+        while self.unacked and self.unacked[0].acked_by(acked_psn):
+            done.append(self.unacked.popleft())
+        while not self.unacked and self.queue and self.queue[0].acked_by(acked_psn):
+            done.append(self.queue.popleft())
+            self.head = None
+        return done
+
+    def seek(self, psn: int) -> None:
+        """Send from psn next: the queue's first message becomes the head,
+        the packets before psn counted as sent if it holds psn."""
+        self.head = None
+        self.c.next_psn = psn                 # where a message never loaded starts
+        if not self.queue:
+            return
+        m = self.queue[0]
+        self.load_head()
+        if m.holds(psn):
+            self.c.msg_sent = psn_distance(m.first_psn, psn) * self.c.mtu
+
+    def rewind(self, psn: int) -> None:
+        """Go back to psn (go-back-N): the message holding it is resent
+        from that packet and every message after it follows again. A psn
+        not before the next one to send (a late NAK) changes nothing."""
+        if not 0 < psn_distance(psn, self.c.next_psn) < PSN_HALF:
+            return
+        for i, m in enumerate(self.unacked):
+            if m.holds(psn):
+                again = [self.unacked.pop() for _ in range(len(self.unacked) - i)]
+                self.queue.extendleft(again)          # popped newest first: m ends up first
+                break
+        self.seek(psn)
+
 
 class TxEngine:
     """departures: an MmapArray of the NIC's qp_tx (next_departure_ns, rate).
@@ -207,8 +288,11 @@ class TxEngine:
     lead_ns."""
 
     def __init__(self, departures, on_message_sent=None, log_packets: bool = True, pauses=None,
-                 deliveries=None, lead_ns: int = 0):
-        """pauses: an MmapArray of the switch ports' stats, whose pause-until
+                 deliveries=None, lead_ns: int = 0, on_message_complete=None):
+        """on_message_sent(qpn, message): its last packet left (the first
+        time); on_message_complete(qpn, message): a reliable QP's message
+        was acknowledged;
+        pauses: an MmapArray of the switch ports' stats, whose pause-until
         times lossless ports set (QPs name theirs in set_lossless);
         deliveries: an MmapArray of nic_rx's per-QP counters (PortCredit);
         lead_ns: how long before its departure time a packet is handed to
@@ -218,6 +302,7 @@ class TxEngine:
         self._words = departures.words()
         self.qps: dict[int, SendQp] = {}
         self.on_message_sent = on_message_sent
+        self.on_message_complete = on_message_complete
         self.log_packets = log_packets
         self._lib = library()                       # loading takes milliseconds: not in run()
         self._slot_qps = (ctypes.POINTER(TxQp) * MAX_SLOTS)()
@@ -225,6 +310,7 @@ class TxEngine:
         self._sched_ref = ctypes.byref(self._sched)
         self._by_slot: list[SendQp] = []
         self._queued: set[int] = set()             # QPNs in the C heap
+        self._outstanding: set[SendQp] = set()     # reliable QPs with unacknowledged messages
 
     @property
     def send_errors(self) -> int:
@@ -232,16 +318,29 @@ class TxEngine:
         return sum(qp.send_errors for qp in self.qps.values())
 
     @property
+    def retransmits(self) -> int:
+        return sum(qp.retransmits for qp in self.qps.values())
+
+    @property
+    def timeouts(self) -> int:
+        return sum(qp.timeouts for qp in self.qps.values())
+
+    @property
     def credit_waits(self) -> int:
         """Times a QP found its lossless credit spent."""
         return self._sched.credit_waits
 
-    def add_qp(self, qpn: int, sock, dest_qp: int, addr: roce.FlowAddr, mtu: int) -> SendQp:
+    def add_qp(self, qpn: int, sock, dest_qp: int, addr: roce.FlowAddr, mtu: int, rto_ns: int = 0) -> SendQp:
+        """rto_ns > 0: a reliable (RC) QP, whose ACKs and NAKs nic_rx
+        records in its qp_tx entry, with that retransmit timeout."""
         if len(self._by_slot) == MAX_SLOTS:
             raise ValueError(f"at most {MAX_SLOTS} sending QPs")
         base = qpn * QP_TX_WORDS
         qp = SendQp(qpn, sock, FrameFactory(dest_qp, addr), mtu,
                     self._departures.address(base + DEPARTURE_WORD), self._departures.address(base + RATE_WORD))
+        if rto_ns > 0:
+            qp.rto_ns = rto_ns
+            qp.c.naks = ctypes.cast(self._departures.address(base + NAKS_WORD), u64p)
         qp.slot = len(self._by_slot)
         self._by_slot.append(qp)
         self._slot_qps[qp.slot] = ctypes.pointer(qp.c)
@@ -261,18 +360,60 @@ class TxEngine:
             raise ValueError(f"message kind must be write or send, not {kind!r}")
         qp = self.qps[qpn]
         qp.queue.append(Message(kind, length, tag))
+        if qp.reliable:
+            self._outstanding.add(qp)
         if qpn not in self._queued:
-            self._queued.add(qpn)
-            departure = self._words[qpn * QP_TX_WORDS + DEPARTURE_WORD]
-            self._schedule(qp, max(0, departure - self.lead_ns))
+            self._schedule(qp, self._due_now(qp))
 
     def _schedule(self, qp: SendQp, due: int) -> None:
         qp.load_head()
+        self._push(qp, due)
+
+    def _push(self, qp: SendQp, due: int) -> None:
+        self._queued.add(qp.qpn)
         self._lib.tx_sched_push(self._sched_ref, qp.slot, due)
 
+    def _due_now(self, qp: SendQp) -> int:
+        return max(0, self._words[qp.qpn * QP_TX_WORDS + DEPARTURE_WORD] - self.lead_ns)
+
+    def _reposition(self, qp: SendQp, move, psn: int) -> None:
+        """Move qp's send position (SendQp.rewind or seek) with it out of
+        the C heap; it answers every NAK counted so far."""
+        qp.c.naks_seen = self._words[qp.qpn * QP_TX_WORDS + NAKS_WORD]
+        if qp.qpn in self._queued:
+            self._lib.tx_sched_remove(self._sched_ref, qp.slot)
+            self._queued.discard(qp.qpn)
+        move(psn)
+        if qp.head is not None:
+            self._push(qp, self._due_now(qp))
+
+    def _take_acks(self, now: int) -> None:
+        """ACKs complete messages; a NAK or a timeout rewinds a QP that is
+        not sending (one that is sees its NAK in C)."""
+        words = self._words
+        for qp in list(self._outstanding):
+            base = qp.qpn * QP_TX_WORDS
+            acked = words[base + ACKED_PSN_WORD]
+            if acked != qp.acked_psn:
+                qp.armed_ns = now
+                for msg in qp.take_ack(acked):
+                    if self.on_message_complete is not None:
+                        self.on_message_complete(qp.qpn, msg)
+                if qp.head is None and qp.queue or 0 < psn_distance(qp.next_psn, acked) < PSN_HALF:
+                    self._reposition(qp, qp.seek, acked)      # the responder is ahead of a resend
+            if qp.qpn not in self._queued:
+                if words[base + NAKS_WORD] != qp.c.naks_seen:
+                    self._reposition(qp, qp.rewind, words[base + NAK_PSN_WORD])
+                elif qp.unacked and now - qp.armed_ns > qp.rto_ns:
+                    qp.timeouts += 1
+                    self._reposition(qp, qp.rewind, acked)
+            if qp.idle:
+                self._outstanding.discard(qp)
+
     def run(self, duration_s: float | None = None, until=None) -> None:
-        """Send until every queue is empty, duration_s has passed, or
-        until() says so (checked at least every SLICE_NS). The garbage
+        """Send until every queue is empty and every reliable QP's messages
+        acknowledged, duration_s has passed, or until() says so (checked
+        at least every SLICE_NS). The garbage
         collector is paused meanwhile: its passes stall the loop for longer
         than the pacing slack."""
         gc_was_enabled = gc.isenabled()
@@ -293,23 +434,34 @@ class TxEngine:
         slot, when = ctypes.c_uint32(), ctypes.c_uint64()
         slot_ref, when_ref = ctypes.byref(slot), ctypes.byref(when)
         end = clock(clock_id) + int(duration_s * 1e9) if duration_s is not None else (1 << 63)
-        while self._sched.n:
+        while self._sched.n or self._outstanding:
             now = clock(clock_id)
             if now >= end or until is not None and until():
                 return
+            if self._outstanding:
+                self._take_acks(now)
             status = run(sched, lead, min(end, now + SLICE_NS), SPIN_BELOW_NS, MAX_BURST, slot_ref, when_ref)
             if status == TX_MESSAGE_DONE:
                 qp = self._by_slot[slot.value]
                 done = qp.finish_head()
+                self._queued.discard(qp.qpn)
+                if qp.reliable:
+                    qp.unacked.append(done)
+                    qp.armed_ns = clock(clock_id)
                 if qp.queue:
                     self._schedule(qp, when.value)
-                else:
-                    self._queued.discard(qp.qpn)
-                if self.on_message_sent is not None:
-                    self.on_message_sent(qp.qpn, done)
+                if not done.sent:
+                    done.sent = True
+                    if self.on_message_sent is not None:
+                        self.on_message_sent(qp.qpn, done)
+            elif status == TX_NAK:
+                qp = self._by_slot[slot.value]
+                self._queued.discard(qp.qpn)
+                self._reposition(qp, qp.rewind, self._words[qp.qpn * QP_TX_WORDS + NAK_PSN_WORD])
             elif status == TX_LOG_FULL:
                 self._by_slot[slot.value].grow_log()
             elif status == TX_IDLE:             # C spins the last SPIN_BELOW_NS itself
-                nap = min(when.value - SPIN_BELOW_NS - now, SLICE_NS, end - now)
+                nap = min(when.value - SPIN_BELOW_NS - now, ACK_POLL_NS if self._outstanding else SLICE_NS,
+                          end - now)
                 if nap > 0:
                     time.sleep(nap / 1e9)

@@ -15,8 +15,10 @@ ENGINE_DIR = BPF_DIR / "engine"
 PSN_BITS = 24
 u64p = ctypes.POINTER(ctypes.c_uint64)
 # enum tx_status (dataplane/layout.py checks each value against C)
-TX_STATUS_NAMES = ("TX_MESSAGE_DONE", "TX_WAIT", "TX_PAUSED", "TX_NO_CREDIT", "TX_LOG_FULL", "TX_IDLE", "TX_END")
-TX_MESSAGE_DONE, TX_WAIT, TX_PAUSED, TX_NO_CREDIT, TX_LOG_FULL, TX_IDLE, TX_END = range(len(TX_STATUS_NAMES))
+TX_STATUS_NAMES = ("TX_MESSAGE_DONE", "TX_WAIT", "TX_PAUSED", "TX_NO_CREDIT", "TX_LOG_FULL", "TX_IDLE", "TX_END",
+                   "TX_NAK")
+TX_MESSAGE_DONE, TX_WAIT, TX_PAUSED, TX_NO_CREDIT, TX_LOG_FULL, TX_IDLE, TX_END, TX_NAK = \
+    range(len(TX_STATUS_NAMES))
 
 
 class TxFrame(ctypes.Structure):
@@ -40,7 +42,9 @@ class TxQp(ctypes.Structure):
                 ("msg_len", ctypes.c_uint64), ("msg_sent", ctypes.c_uint64),
                 ("packets", ctypes.c_uint64), ("bytes", ctypes.c_uint64), ("pauses", ctypes.c_uint64),
                 ("send_errors", ctypes.c_uint64),
-                ("log", ctypes.c_void_p), ("log_len", ctypes.c_uint64), ("log_cap", ctypes.c_uint64)]
+                ("log", ctypes.c_void_p), ("log_len", ctypes.c_uint64), ("log_cap", ctypes.c_uint64),
+                ("naks", u64p), ("naks_seen", ctypes.c_uint64), ("retransmits", ctypes.c_uint64),
+                ("high_psn", ctypes.c_uint32), ("reserved", ctypes.c_uint32)]
 
 
 class TxSchedEntry(ctypes.Structure):
@@ -65,6 +69,8 @@ def library() -> ctypes.CDLL:
     lib.tx_frame_patch.restype = None
     lib.tx_sched_push.argtypes = [ctypes.POINTER(TxSched), ctypes.c_uint32, ctypes.c_uint64]
     lib.tx_sched_push.restype = None
+    lib.tx_sched_remove.argtypes = [ctypes.POINTER(TxSched), ctypes.c_uint32]
+    lib.tx_sched_remove.restype = ctypes.c_int
     lib.tx_run.argtypes = [ctypes.POINTER(TxSched), ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
                            ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint32), u64p]
     lib.tx_run.restype = ctypes.c_int

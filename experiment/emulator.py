@@ -27,6 +27,7 @@ CLSACT_EGRESS = "ffff:fff3"
 # time, which covers the engine's lateness (p99 5-26 us measured here)
 # and fq holds them until then.
 KERNEL_PACER_LEAD_NS = 200_000
+MIN_RETRANSMIT_TIMEOUT_NS = 1_000_000
 
 
 def _attach_tc_egress(ifname: str, fd: int, name: str) -> None:
@@ -129,7 +130,8 @@ class Emulator:
         peer = self.plan.peer(port)
         addr = roce.FlowAddr(src_mac=port.mac, dst_mac=peer.mac, src_ip=port.addr,
                              dst_ip=self.plan.host_addr(dst), sport=sender_sport(send_qpn))
-        self.engine.add_qp(send_qpn, self.sockets[src], recv_qpn, addr, self.live.roce_mtu)
+        self.engine.add_qp(send_qpn, self.sockets[src], recv_qpn, addr, self.live.roce_mtu,
+                           rto_ns=self.retransmit_timeout_ns(src, dst))
         if self.live.red.lossless:
             # The sender obeys pauses of the ports on its path (from the
             # switch's queue model), and what is on its way to the last hop
@@ -150,6 +152,16 @@ class Emulator:
         if self.testbed.record.get("delay_method") != "endpoint":
             return 0
         return self.plan.feedback_delay_ns(src, dst)
+
+    def retransmit_timeout_ns(self, src: str, dst: str) -> int:
+        """The scenario's timeout, or one no ACK outlasts without a loss:
+        twice the time to drain a full buffer at every port on the path,
+        plus twice the feedback delay, and at least 1 ms live."""
+        sc = self.plan.scenario
+        if self.live.retransmit_timeout_us:
+            return int(self.live.retransmit_timeout_us * 1000 * sc.dilation)
+        drain_ns = sum(sc.buffer_bytes * 8e9 / p.rate_bps for p in self.plan.path_ports(src, dst))
+        return max(MIN_RETRANSMIT_TIMEOUT_NS, int(2 * drain_ns + 2 * self.plan.feedback_delay_ns(src, dst)))
 
     def map_ids(self) -> dict[str, int]:
         """Ids of the maps other processes open: `prc-emu top` reads qp_tx,

@@ -30,6 +30,10 @@ class FlowResult:
     ce_packets: int = 0
     cnps: int = 0
     cnps_merged: int = 0            # arrived while another waited for its due time (dropped)
+    retransmits: int = 0            # packets the sender sent again (go-back-N)
+    timeouts: int = 0               # retransmit timeouts
+    naks: int = 0                   # PSN sequence errors the receiver NAKed
+    duplicates: int = 0             # packets the receiver dropped as already taken
     fidelity: QpFidelity | None = None
 
 
@@ -128,6 +132,7 @@ def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: f
             f.packets_sent, f.early_packets = qp.packets, tx.early_packets
             f.packets_received, f.ce_packets, f.cnps = rx.packets, rx.ce_packets, rx.cnps_sent
             f.cnps_merged = tx.cnps_merged
+            f.retransmits, f.timeouts, f.naks, f.duplicates = qp.retransmits, qp.timeouts, rx.naks_sent, rx.duplicates
             f.fidelity = qp_fidelity(f.send_qpn, qp.log, result.line_rate_bps,
                                      since_ns=start + int(settle_s * 1e9))
         return result

@@ -42,7 +42,8 @@ def summarize(result, scenario) -> dict:
                       "delivered_mbps_live": share * result.line_rate_bps / 1e6,
                       "packets_sent": f.packets_sent, "packets_received": f.packets_received,
                       "early_packets": f.early_packets, "ce_packets": f.ce_packets, "cnps": f.cnps,
-                      "cnps_merged": f.cnps_merged,
+                      "cnps_merged": f.cnps_merged, "retransmits": f.retransmits, "timeouts": f.timeouts,
+                      "naks": f.naks, "duplicates": f.duplicates,
                       "lateness_p50_us": f.fidelity.lateness_p50_us,
                       "lateness_p99_us": f.fidelity.lateness_p99_us,
                       "rate_ratio_p50": f.fidelity.rate_ratio_p50,
@@ -65,7 +66,9 @@ def summarize(result, scenario) -> dict:
             "the TX engine, not congestion control, set the rates (see fidelity per flow)",
             "steady_state_after_s": traffic.settle_s, "jain_fairness": jain(mean),
             "total_share_of_line": float(sum(mean)), "flows": flows, "switch_queues": queues,
-            "send_errors": result.send_errors}
+            "send_errors": result.send_errors,
+            "retransmits": sum(f.retransmits for f in result.flows),
+            "timeouts": sum(f.timeouts for f in result.flows)}
 
 
 def plot(result, scenario, path: Path) -> None:

@@ -18,7 +18,7 @@ LIVE_TABLES = ("dcqcn", "ecn", "pfc", "traffic")
 # run unless [dcqcn] says otherwise.
 PAPER_DCQCN = dict(rpg_byte_reset=0, rpg_threshold=5, rpg_time_reset_us=55, dce_tcp_rtt_us=55,
                    dce_tcp_g=1020, rpg_ai_rate_mbps=100, rpg_hai_rate_mbps=1000)
-_LIVE_KEYS = {"min_time_between_cnps_us", "pacing_slack_us", "roce_mtu"}
+_LIVE_KEYS = {"min_time_between_cnps_us", "pacing_slack_us", "roce_mtu", "retransmit_timeout_us"}
 _DCQCN_KEYS = {f.name for f in fields(DcqcnConfig)} - {"line_rate_gbps"}
 
 
@@ -43,6 +43,11 @@ class LiveCC:
     # flows at 1 Gbit/s: 20 us left QPs 6% under their BPF rate, 60 us 0.2%.
     pacing_slack_us: float = 60.0
     roce_mtu: int = 4096
+    # How long an RC requester that has sent everything waits for an ACK
+    # before it resends from the first unacknowledged PSN (datacenter
+    # units, scaled by dilation); 0: derived from the path (the emulator's
+    # retransmit_timeout_ns).
+    retransmit_timeout_us: float = 0.0
 
 
 ROCE_HEADROOM = 80          # IP + UDP + BTH + RETH + ICRC around a RoCE MTU of payload
@@ -102,7 +107,7 @@ def parse_live(data: dict, hosts: tuple[str, ...], rate_gbps: float,
     fitting = [m for m in ROCE_MTUS if m + ROCE_HEADROOM <= link_mtu]
     live_extra.setdefault("roce_mtu", fitting[0] if fitting else ROCE_MTUS[-1])
     live = LiveCC(dcqcn=config, red=red, **live_extra)
-    if live.min_time_between_cnps_us < 0 or live.pacing_slack_us < 0:
+    if live.min_time_between_cnps_us < 0 or live.pacing_slack_us < 0 or live.retransmit_timeout_us < 0:
         _fail("dcqcn.min_time_between_cnps_us", "times must not be negative")
     if live.roce_mtu not in ROCE_MTUS:
         _fail("dcqcn.roce_mtu", f"must be 256, 512, 1024, 2048 or 4096, got {live.roce_mtu}")

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from dataplane import roce
 from dataplane.bpf_mmap import MmapArray
+from dataplane.nic import ACKED_PSN_WORD, NAK_PSN_WORD, NAKS_WORD
 from dataplane.tx_engine import (DEPARTURE_WORD, QP_TX_WORDS, FrameFactory, PortCredit, TxEngine,
                                  now_ns)
 
@@ -224,3 +225,96 @@ def test_many_qps_each_send_their_messages_in_order(setup):
     assert sorted(sent) == sorted((qpn, (qpn, n)) for qpn in qpns for n in lengths)
     for qpn in qpns:                                 # each QP's completions in posting order
         assert [tag[1] for q, tag in sent if q == qpn] == lengths
+
+
+class Responder:
+    """The RC responder's rule as the transport spec states it, over the
+    frames on the wire: take only the expected PSN, NAK the first packet
+    ahead of it, drop duplicates, ACK what asks; written into the words
+    nic_rx would write. `lose`: PSNs whose first transmission the wire
+    loses; `lose_acks`: how many ACKs it loses."""
+
+    def __init__(self, words, lose=(), lose_acks=0):
+        self.words, self.base = words, QPN * QP_TX_WORDS
+        self.lose, self.lost, self.lose_acks = set(lose), set(), lose_acks
+        self.expected, self.nak_out, self.seen = 0, False, 0
+        self.taken: list[bytes] = []
+
+    def _ack(self, next_psn: int) -> None:
+        if self.lose_acks:
+            self.lose_acks -= 1
+        else:
+            self.words[self.base + ACKED_PSN_WORD] = next_psn
+
+    def __call__(self, frames: list[bytes]) -> bool:
+        for frame in frames[self.seen:]:
+            p = roce.parse(frame)
+            if p.psn in self.lose and p.psn not in self.lost:
+                self.lost.add(p.psn)
+            elif p.psn == self.expected:
+                self.taken.append(frame)
+                self.expected, self.nak_out = self.expected + 1, False
+                if p.ackreq:
+                    self._ack(self.expected)
+            elif p.psn > self.expected:
+                if not self.nak_out:
+                    self.nak_out = True
+                    self.words[self.base + NAK_PSN_WORD] = self.expected
+                    self.words[self.base + ACKED_PSN_WORD] = self.expected
+                    self.words[self.base + NAKS_WORD] += 1
+            elif p.ackreq:
+                self._ack(self.expected)
+        self.seen = len(frames)
+        return False
+
+
+MESSAGES = [("write", 10 * MTU, "a"), ("send", 500, "b"), ("write", 3 * MTU + 7, "c")]
+
+
+def _run_reliable(setup, **losses):
+    engine, wire, departures, *_, sent = setup
+    engine.add_qp(QPN, wire.near, DEST_QP, ADDR, MTU, rto_ns=20_000_000)    # the same QP, reliable
+    completed = []
+    engine.on_message_complete = lambda qpn, msg: completed.append(msg.tag)
+    responder = Responder(departures.words(), **losses)
+    for kind, length, tag in MESSAGES:
+        engine.post(QPN, length, kind, tag)
+    engine.run(duration_s=5, until=lambda: responder(wire.frames))
+    expected, psn = [], 0
+    for kind, length, _ in MESSAGES:
+        expected += roce.segment_message(kind, DEST_QP, psn, length, MTU, addr=ADDR, ecn=roce.NOT_ECT)
+        psn = len(expected)
+    return engine.qps[QPN], responder, completed, [tag for _, tag in sent], expected, wire.close()
+
+
+def test_acks_complete_a_reliable_qps_messages_in_order(setup):
+    qp, responder, completed, sent, expected, frames = _run_reliable(setup)
+    assert completed == sent == ["a", "b", "c"]
+    assert frames == responder.taken == expected
+    assert (qp.retransmits, qp.timeouts) == (0, 0) and qp.idle
+
+
+def test_a_nak_resends_from_the_lost_packet_on(setup):
+    """Go-back-N: PSN 3 lost (in message a) and 11 (message b, whole):
+    everything from each NAKed PSN goes again and the responder takes
+    every frame once, in order, byte for byte."""
+    qp, responder, completed, sent, expected, frames = _run_reliable(setup, lose={3, 11})
+    assert responder.taken == expected and completed == sent == ["a", "b", "c"]
+    assert qp.retransmits == len(frames) - len(expected) > 0 and qp.timeouts == 0
+    assert [roce.parse(f).psn for f in frames][:5] == [0, 1, 2, 3, 4]
+
+
+def test_a_lost_tail_is_resent_after_the_timeout(setup):
+    """No packet follows a lost last one to prompt a NAK: the timeout
+    resends from the first unacknowledged PSN, message c's first."""
+    last = 10 + 1 + 4 - 1
+    qp, responder, completed, _, expected, frames = _run_reliable(setup, lose={last})
+    assert responder.taken == expected and completed == ["a", "b", "c"]
+    assert qp.timeouts == 1 and qp.retransmits == 4
+    assert [roce.parse(f).psn for f in frames[-4:]] == [11, 12, 13, 14]
+
+
+def test_a_lost_ack_is_recovered_by_the_duplicate_it_prompts(setup):
+    qp, responder, completed, _, expected, frames = _run_reliable(setup, lose_acks=3)
+    assert responder.taken == expected and completed == ["a", "b", "c"]
+    assert qp.timeouts == 1 and len(frames) > len(expected)

@@ -56,6 +56,16 @@ static int credit_exhausted(const struct tx_credit *c)
 	return c->sent > delivered && c->sent - delivered > c->budget;
 }
 
+#define PSN_MASK ((1u << PSN_BITS) - 1)
+
+/* a comes before b, PSNs compared modulo 2^24 */
+static int psn_before(uint32_t a, uint32_t b)
+{
+	uint32_t ahead = (b - a) & PSN_MASK;
+
+	return ahead != 0 && ahead < (1u << (PSN_BITS - 1));
+}
+
 /* When a packet that departs at `departure` may be handed to the kernel. */
 static uint64_t due_time(uint64_t departure, uint64_t lead_ns)
 {
@@ -82,6 +92,10 @@ enum tx_status tx_burst(struct tx_qp *qp, uint64_t lead_ns, uint64_t not_after, 
 		uint64_t due = due_time(departure, lead_ns);
 		uint64_t now = tx_clock_ns();
 
+		if (qp->naks && *qp->naks != qp->naks_seen) {
+			*when = now;
+			return TX_NAK;
+		}
 		if (due > not_after || n == max_packets || (due > now && due - now > spin_ns)) {
 			*when = due;
 			return TX_WAIT;
@@ -110,7 +124,11 @@ enum tx_status tx_burst(struct tx_qp *qp, uint64_t lead_ns, uint64_t not_after, 
 		while (rc < 0 && errno == EINTR);
 		if (rc < 0)
 			qp->send_errors++;	/* a full qdisc: the packet is lost */
-		qp->next_psn = (qp->next_psn + 1) & ((1u << PSN_BITS) - 1);
+		if (psn_before(qp->next_psn, qp->high_psn))
+			qp->retransmits++;
+		else
+			qp->high_psn = (qp->next_psn + 1) & PSN_MASK;
+		qp->next_psn = (qp->next_psn + 1) & PSN_MASK;
 		qp->msg_sent += f->payload;
 		qp->packets++;
 		qp->bytes += f->len;

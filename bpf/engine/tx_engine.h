@@ -59,6 +59,12 @@ struct tx_qp {
 	struct tx_log_entry *log;		/* NULL: no log */
 	uint64_t log_len;
 	uint64_t log_cap;
+	/* RC: nic_rx counts the NAKs it takes here (NULL: unreliable) */
+	const volatile uint64_t *naks;
+	uint64_t naks_seen;			/* the count Python has rewound for */
+	uint64_t retransmits;			/* packets sent again (PSN below high_psn) */
+	uint32_t high_psn;			/* the PSN after the highest one sent */
+	uint32_t reserved;
 };
 
 enum tx_status {
@@ -69,6 +75,7 @@ enum tx_status {
 	TX_LOG_FULL,		/* grow the log and call again */
 	TX_IDLE,		/* tx_run: nothing due before *when */
 	TX_END,			/* tx_run: its end time came */
+	TX_NAK,			/* a NAK came: the QP is out of the heap, rewind it */
 };
 
 /* QPs with work, ordered by due time (a binary heap), for tx_run. */

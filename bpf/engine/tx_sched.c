@@ -63,6 +63,25 @@ static void pop_top(struct tx_sched *s)
 	sift_down(s, 0);
 }
 
+/* Take a QP out of the heap (a timeout rewinds it); 0 if it was not in. */
+int tx_sched_remove(struct tx_sched *s, uint32_t slot)
+{
+	for (uint32_t i = 0; i < s->n; i++) {
+		if (s->heap[i].slot != slot)
+			continue;
+		s->heap[i] = s->heap[--s->n];
+		if (i < s->n) {		/* the moved entry may belong above or below */
+			while (i > 0 && earlier(&s->heap[i], &s->heap[(i - 1) / 2])) {
+				swap(&s->heap[i], &s->heap[(i - 1) / 2]);
+				i = (i - 1) / 2;
+			}
+			sift_down(s, i);
+		}
+		return 1;
+	}
+	return 0;
+}
+
 /* The earliest due time of the QPs other than the top one. */
 static uint64_t next_due(const struct tx_sched *s)
 {
@@ -77,7 +96,8 @@ static uint64_t next_due(const struct tx_sched *s)
 /* Send until `end`. Returns TX_MESSAGE_DONE (*slot's head message left;
  * it is out of the heap, *when its next due time), TX_LOG_FULL (*slot's
  * log, then call again), TX_IDLE (nothing due within spin_ns: *when the
- * earliest due time, or UINT64_MAX with an empty heap) or TX_END. */
+ * earliest due time, or UINT64_MAX with an empty heap), TX_NAK (*slot
+ * took a NAK: it is out of the heap) or TX_END. */
 enum tx_status tx_run(struct tx_sched *s, uint64_t lead_ns, uint64_t end, uint64_t spin_ns,
 		      uint32_t max_burst, uint32_t *slot, uint64_t *when)
 {
@@ -100,6 +120,9 @@ enum tx_status tx_run(struct tx_sched *s, uint64_t lead_ns, uint64_t end, uint64
 			return TX_MESSAGE_DONE;
 		case TX_LOG_FULL:
 			return TX_LOG_FULL;
+		case TX_NAK:
+			pop_top(s);
+			return TX_NAK;
 		case TX_NO_CREDIT:
 			s->credit_waits++;
 			reschedule_top(s, next + CREDIT_RETRY_NS);
