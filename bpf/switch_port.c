@@ -34,7 +34,7 @@ int switch_port(struct __sk_buff *skb)
 	struct port_queue *q;
 	struct port_stats *st;
 	__u32 port = skb->ifindex, bytes = skb->len;
-	__u64 now, arrival, queued, after, p, pause;
+	__u64 now, arrival, queued, after, p, pause, until;
 	int ect = 0, marked = 0, kept;
 
 	cfg = port_cfg.lookup(&port);
@@ -72,9 +72,13 @@ int switch_port(struct __sk_buff *skb)
 			bpf_htons(vtime_stamp(queue_departure(cfg, arrival, after), cfg->vtime_shift));
 
 	pause = pause_until(cfg, after, now);
-	if (pause > st->pause_until_ns) {
-		if (st->pause_until_ns < now)
+	until = st->pause_until_ns;
+	if (pause > until) {
+		if (until < now) {
 			__sync_fetch_and_add(&st->pause_events, 1);
+			until = now;
+		}
+		__sync_fetch_and_add(&st->paused_ns, pause - until);
 		st->pause_until_ns = pause;
 	}
 

@@ -24,7 +24,7 @@ class PortCfg(ctypes.Structure):
 class PortStats(ctypes.Structure):
     _fields_ = [(name, ctypes.c_uint64) for name in (
         "packets", "bytes", "ect_packets", "marked", "q_bytes", "q_max", "last_ns",
-        "pause_until_ns", "pause_events", "drops")]
+        "pause_until_ns", "pause_events", "drops", "paused_ns")]
 
 
 PORT_STATS_WORDS, PAUSE_UNTIL_WORD = ctypes.sizeof(PortStats) // 8, PortStats.pause_until_ns.offset // 8
@@ -57,17 +57,18 @@ class SwitchPorts:
         self.fn = self.bpf.load_func("switch_port", BPF.SCHED_CLS)
 
     def configure_port(self, ifindex: int, rate_bps: float, red: RedConfig, limit_bytes: int,
-                       faces_host: bool, vtime_shift: int = 0) -> None:
+                       faces_host: bool, vtime_shift: int = 0, headroom_bytes: int = 0) -> None:
         """faces_host: the port is a last hop; it clears the packets'
         virtual wire time (bpf/include/vtime.h) instead of restamping it,
-        whose unit is 2^vtime_shift us."""
+        whose unit is 2^vtime_shift us; headroom_bytes: lossless mode's
+        room above Xoff (RedConfig.xoff)."""
         red.validate()
         if not 0 < ifindex < MAX_IFINDEX:
             raise ValueError(f"ifindex must be 1..{MAX_IFINDEX - 1}, got {ifindex}")
         table = self.bpf["port_cfg"]
         cfg = PortCfg(ps_per_byte=round(8e12 / rate_bps), kmin_bytes=red.kmin_bytes,
-                      kmax_bytes=red.kmax_bytes, limit_bytes=limit_bytes, xoff_bytes=red.xoff(limit_bytes),
-                      xon_bytes=red.xon(limit_bytes), pmax=min(round(red.pmax * 2**32), 2**32 - 1),
+                      kmax_bytes=red.kmax_bytes, limit_bytes=limit_bytes, xoff_bytes=red.xoff(limit_bytes, headroom_bytes),
+                      xon_bytes=red.xon(limit_bytes, headroom_bytes), pmax=min(round(red.pmax * 2**32), 2**32 - 1),
                       flags=PORT_F_ENABLED | (PORT_F_LOSSLESS if red.lossless else 0)
                       | (PORT_F_FACES_HOST if faces_host else 0), vtime_shift=vtime_shift)
         table[table.Key(ifindex)] = table.Leaf.from_buffer_copy(bytes(cfg))

@@ -91,7 +91,8 @@ class Emulator:
             ports = self.plan.ports(node)
             for port in ports:
                 self.switch.configure_port(port.ifindex, port.rate_bps, live.red, sc.buffer_bytes,
-                                           faces_host=port.faces == "host", vtime_shift=shift)
+                                           faces_host=port.faces == "host", vtime_shift=shift,
+                                           headroom_bytes=self.plan.pfc_headroom_bytes())
             run_in_netns(testbed.netns(node), _attach_switch, [p.ifname for p in ports],
                          self.switch.fn.fd)
         others = os.sched_getaffinity(0) - {engine_cpu}
@@ -137,10 +138,15 @@ class Emulator:
             # switch's queue model), and what is on its way to the last hop
             # is bounded by delivered bytes: on a loaded CPU the real qdisc
             # runs behind the model (seen: 35 KB), and the kernel's backlog
-            # queues hold more than a wire would.
+            # queues hold more than a wire would. The bound leaves the
+            # headroom free, as Xoff does by default, and counts the
+            # wires too: pauses, not credit, hold senders when the model
+            # and the real queue agree. (Where netem holds the queue, its
+            # limit is in packets and holds the wire's delay as well.)
             path = self.plan.path_ports(src, dst)
-            credit = self._credits.setdefault(
-                path[-1].ifindex, PortCredit(self.plan.scenario.buffer_bytes * 3 // 4))
+            buffer, headroom = self.plan.scenario.buffer_bytes, self.plan.pfc_headroom_bytes()
+            credit = self._credits.setdefault(path[-1].ifindex,
+                                              PortCredit(max(buffer - headroom, buffer // 2)))
             credit.recv_words.append(recv_qpn * QP_RX_WORDS + RX_BYTES_WORD)
             self.engine.set_lossless(send_qpn, [p.ifindex * PORT_STATS_WORDS + PAUSE_UNTIL_WORD
                                                 for p in path], credit)

@@ -44,6 +44,7 @@ class LiveResult:
     samples: list[Sample] = field(default_factory=list)
     queue_samples: dict[int, list[int]] = field(default_factory=dict)   # ifindex -> bytes
     pause_events: dict[int, int] = field(default_factory=dict)          # ifindex -> pauses sent
+    paused_ns: dict[int, int] = field(default_factory=dict)             # ifindex -> time paused
     port_drops: dict[int, int] = field(default_factory=dict)            # ifindex -> tail drops
     send_errors: int = 0
     pacer: str = "cooperative"          # or "kernel" (sch_fq holds packets to their departure)
@@ -70,7 +71,7 @@ class LiveResult:
 
 def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: float,
               sample_every_s: float = 0.01, engine_cpu: int = 0, during=None,
-              settle_s: float = 0.0, hooks: dict | None = None) -> LiveResult:
+              settle_s: float = 0.0, hooks: dict | None = None, procs: list[int] | None = None) -> LiveResult:
     """Bring up the RNICs on testbed, send one long flow per (src, dst)
     for duration_s, sample, and report. The engine pins itself to one CPU
     (a busy-waiting engine sharing a core with the dataplane loses rate).
@@ -78,7 +79,8 @@ def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: f
     e.g. to start a capture in another process. Engine fidelity is judged
     on the packets after settle_s (start-up, when every flow starts at line
     rate, is a transient). hooks: PRC hooks (dataplane.cc.Hook) by process,
-    set before the flows start (every flow's QPs belong to process 0)."""
+    set before the flows start; procs: the process each flow's QPs belong
+    to (default: all to process 0)."""
     affinity = os.sched_getaffinity(0)
     if engine_cpu not in affinity:
         engine_cpu = None
@@ -87,8 +89,8 @@ def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: f
         os.sched_setaffinity(0, {engine_cpu})
     try:
         results = []
-        for src, dst in flows:
-            send_qpn, recv_qpn = emu.connect(src, dst)
+        for (src, dst), proc in zip(flows, procs or [0] * len(flows)):
+            send_qpn, recv_qpn = emu.connect(src, dst, proc)
             results.append(FlowResult(src, dst, send_qpn, recv_qpn))
         for proc, hook in (hooks or {}).items():
             emu.set_hook(proc, hook)
@@ -124,6 +126,7 @@ def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: f
         emu.engine.run(duration_s=duration_s, until=sample)
         result.send_errors = emu.engine.send_errors
         result.pause_events = {i: stats_view[i].pause_events for i in switch_ports}
+        result.paused_ns = {i: stats_view[i].paused_ns for i in switch_ports}
         result.port_drops = {i: stats_view[i].drops for i in switch_ports}
         time.sleep(0.05)                     # the last packets reach the receiver
         for f in results:

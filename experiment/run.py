@@ -33,7 +33,9 @@ def summarize(result, scenario) -> dict:
     shares = result.shares(traffic.settle_s, 1.0)
     mean = np.mean(shares, axis=0).tolist() if shares else [0.0] * len(result.flows)
     queues = {str(i): {"p50_bytes": float(np.percentile(q, 50)), "p99_bytes": float(np.percentile(q, 99)),
-                       "max_bytes": int(max(q)), "tail_drops": int(result.port_drops.get(i, 0))}
+                       "max_bytes": int(max(q)), "tail_drops": int(result.port_drops.get(i, 0)),
+                       "pauses": int(result.pause_events.get(i, 0)),
+                       "paused_ms": result.paused_ns.get(i, 0) / 1e6}
               for i, q in result.queue_samples.items() if q and max(q) > 0}
     flows = []
     for f, share in zip(result.flows, mean):
@@ -67,6 +69,8 @@ def summarize(result, scenario) -> dict:
             "steady_state_after_s": traffic.settle_s, "jain_fairness": jain(mean),
             "total_share_of_line": float(sum(mean)), "flows": flows, "switch_queues": queues,
             "send_errors": result.send_errors,
+            "pauses": int(sum(result.pause_events.values())),
+            "paused_ms": sum(result.paused_ns.values()) / 1e6,
             "retransmits": sum(f.retransmits for f in result.flows),
             "timeouts": sum(f.timeouts for f in result.flows)}
 

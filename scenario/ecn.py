@@ -13,14 +13,19 @@ class RedConfig:
     kmax_bytes: int = 200_000
     pmax: float = 0.01
     lossless: bool = False      # PFC-like pause at xoff_bytes until drained to xon_bytes
-    xoff_bytes: int = 0         # 0: a quarter of the port's buffer
-    xon_bytes: int = 0          # 0: an eighth of the port's buffer
+    xoff_bytes: int = 0         # 0: the buffer less the headroom (at least half the buffer)
+    xon_bytes: int = 0          # 0: Xoff less the headroom (at least half of Xoff)
 
-    def xoff(self, buffer_bytes: int) -> int:
-        return self.xoff_bytes or buffer_bytes // 4
+    # As on a PFC switch, a port pauses only when what may still arrive
+    # after the pause (the headroom) would just fit: ECN marks from Kmin
+    # long before, and DCQCN keeps the queue under Xoff; pauses are the
+    # backstop. The headroom comes from the topology (Plan.pfc_headroom_bytes).
+    def xoff(self, buffer_bytes: int, headroom_bytes: int) -> int:
+        return self.xoff_bytes or max(buffer_bytes - headroom_bytes, buffer_bytes // 2)
 
-    def xon(self, buffer_bytes: int) -> int:
-        return min(self.xon_bytes or buffer_bytes // 8, self.xoff(buffer_bytes))
+    def xon(self, buffer_bytes: int, headroom_bytes: int) -> int:
+        xoff = self.xoff(buffer_bytes, headroom_bytes)
+        return min(self.xon_bytes or max(xoff - headroom_bytes, xoff // 2), xoff)
 
     def validate(self) -> None:
         if not 0 <= self.kmin_bytes <= self.kmax_bytes:

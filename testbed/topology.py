@@ -112,6 +112,17 @@ class Plan:
         port crossed before a later one marks."""
         return (2 * self.kind.links_one_way(self, src, dst) - 1) * live_delay_ns(self.scenario)
 
+    def pfc_headroom_bytes(self) -> int:
+        """What may reach a port after it pauses: the bytes on the wires of
+        the longest path, twice (the pause's way back, a PFC frame's on
+        a real fabric), plus a frame being sent at each end. Datacenter
+        units; dilation scales rate and delay inversely, so live the same."""
+        sc = self.scenario
+        links = max((self.kind.links_one_way(self, a, b) for a in self.hosts for b in self.hosts if a != b),
+                    default=1)
+        per_link = sc.rate_gbps * sc.delay_ns / 8          # Gbit/s x ns = bits
+        return int(2 * links * per_link + 2 * (sc.mtu_bytes + 14))
+
 
 def _ifindex(link_idx: int, side: int) -> int:
     return FIRST_IFINDEX + 2 * link_idx + side

@@ -207,6 +207,28 @@ def test_lossless_mode_turns_incast_drops_into_pauses():
     assert all(sum(w) >= 0.85 for w in shares), shares             # pausing still fills the link
 
 
+def _weighted_pair(pfc: bool):
+    """Two flows into h2, the second's process with weight 4."""
+    from dataplane.cc import Hook
+    from experiment.live_run import run_flows
+
+    with _default_testbed(pfc={"enabled": pfc}) as (scenario, testbed):
+        result = run_flows(testbed, scenario.live, [("h0", "h2"), ("h1", "h2")], 4.0, settle_s=1.0,
+                           hooks={1: Hook(weight=4 * 1024)}, procs=[0, 1])
+        port = testbed.plan.ports("s0")[2]
+        return np.mean(result.shares(1.0, 1.0), axis=0), result.pause_events[port.ifindex]
+
+
+@pytest.mark.parametrize("pfc", [False, True], ids=["lossy", "lossless"])
+def test_a_process_weight_moves_delivered_bandwidth_in_either_mode(pfc):
+    """Lossless mode pauses only near the buffer's end (Xoff = buffer less
+    the headroom): DCQCN, which marking drives from Kmin, sets the split,
+    not pauses that hold both flows alike."""
+    shares, pauses = run_sandboxed(_weighted_pair, pfc, timeout_s=300)
+    assert shares[1] >= 0.75 and shares[1] > 3 * shares[0], (shares, pauses)
+    assert pauses == 0 or pfc
+
+
 def _attach_into_a_vanished_host():
     import os
     import subprocess

@@ -218,3 +218,10 @@ def test_every_topology_kind_a_scenario_accepts_has_a_plan():
                     assert plan.peer(path[-1]).node == dst              # the path ends at dst
                     # one switch: 2 links each way; across a spine: 4
                     assert plan.feedback_delay_ns(src, dst) == (3 * d if len(path) == 1 else 7 * d)
+
+
+def test_the_default_tor_headroom_is_two_bdps_of_its_longest_path_and_two_frames():
+    sc = load_scenario(REPO / "examples/default.toml")
+    plan = plan_topology(sc, "p0001")
+    # 100 Gbit/s x 1 us = 12,500 bytes a link; host -> ToR -> host is 2 links
+    assert plan.pfc_headroom_bytes() == 2 * 2 * 12_500 + 2 * (4200 + 14)

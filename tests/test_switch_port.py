@@ -156,9 +156,22 @@ def test_lossless_port_pauses_its_senders_until_the_queue_drains_to_xon(loaded_p
     expected = before + (8 * 1024 - 4_000) * 800_000_000 // 1000      # draining to Xon: 3.35 s
     assert s.pause_until_ns == pytest.approx(expected, abs=100_000_000)
     assert s.pause_events == 1
+    assert s.paused_ns == pytest.approx(s.pause_until_ns - before, abs=100_000_000)
     run(loaded_ports, data())                              # still paused: same event, later end
     s2 = loaded_ports.stats(PORT)
     assert s2.pause_events == 1 and s2.pause_until_ns > s.pause_until_ns
+    assert s2.paused_ns - s.paused_ns == s2.pause_until_ns - s.pause_until_ns     # the overlap counted once
+
+
+def test_default_thresholds_leave_the_headroom_above_xoff():
+    """Xoff defaults to the buffer less the headroom, Xon to Xoff less it,
+    never below half; a scenario's own values win."""
+    red = RedConfig(lossless=True)
+    assert (red.xoff(1_000_000, 58_000), red.xon(1_000_000, 58_000)) == (942_000, 884_000)
+    assert (red.xoff(100_000, 58_000), red.xon(100_000, 58_000)) == (50_000, 25_000)
+    own = RedConfig(lossless=True, xoff_bytes=300_000, xon_bytes=200_000)
+    assert (own.xoff(1_000_000, 58_000), own.xon(1_000_000, 58_000)) == (300_000, 200_000)
+
 
 
 def test_ports_without_lossless_never_pause(ports):

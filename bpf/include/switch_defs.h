@@ -48,6 +48,7 @@ struct port_stats {
 	__u64 pause_until_ns;
 	__u64 pause_events;
 	__u64 drops;			/* tail drops: the model's buffer was full */
+	__u64 paused_ns;		/* total time paused (overlapping pauses once) */
 };
 
 #endif /* PRC_SWITCH_DEFS_H */
