@@ -26,6 +26,7 @@ BPF_ARRAY(qp_cc, struct qp_cc, NIC_MAX_QPS);
 BPF_F_TABLE("array", __u32, struct qp_tx, qp_tx, NIC_MAX_QPS, BPF_F_MMAPABLE);
 BPF_F_TABLE("array", __u32, struct qp_rx, qp_rx, NIC_MAX_QPS, BPF_F_MMAPABLE);
 BPF_F_TABLE("array", __u32, struct prc_hook, proc_hook, NIC_MAX_PROCS, BPF_F_MMAPABLE);
+BPF_F_TABLE("array", __u32, struct nic_doorbell, doorbell, 1, BPF_F_MMAPABLE);
 BPF_ARRAY(crc32, struct crc32_table, 1);
 
 /* The PRC hook of the process that owns a QP, copied out: map reads must
@@ -138,6 +139,7 @@ int nic_rx(struct xdp_md *xdp)
 	struct qp_tx *tx;
 	struct qp_rx *rx;
 	struct crc32_table *tab;
+	struct nic_doorbell *bell;
 	struct prc_hook hook = {};
 	enum rx_reply reply;
 	__u32 zero = 0, qpn, psn, remote, delay;
@@ -160,7 +162,8 @@ int nic_rx(struct xdp_md *xdp)
 		return XDP_PASS;
 	cfg = nic_config.lookup(&zero);
 	ctx = qp_ctx.lookup(&qpn);
-	if (!cfg || !ctx || !(ctx->flags & QP_F_VALID))
+	bell = doorbell.lookup(&zero);
+	if (!cfg || !ctx || !bell || !(ctx->flags & QP_F_VALID))
 		return XDP_PASS;
 	now = bpf_ktime_get_ns();
 	/* what the RNIC consumes does not go up the host stack */
@@ -191,7 +194,7 @@ int nic_rx(struct xdp_md *xdp)
 		if (!tx || (void *)(aeth + AETH_BYTES) > data_end ||
 		    (void *)(aeth + AETH_BYTES + ROCE_ICRC_BYTES) > data + bytes)
 			return XDP_PASS;
-		nic_take_ack(tx, psn, aeth[0], now);
+		nic_take_ack(tx, psn, aeth[0], (aeth[1] << 16) | (aeth[2] << 8) | aeth[3], now, bell);
 		return consumed;
 	}
 	if (!roce_is_data(opcode))
@@ -200,7 +203,7 @@ int nic_rx(struct xdp_md *xdp)
 	rx = qp_rx.lookup(&qpn);
 	if (!rx)
 		return XDP_PASS;
-	reply = nic_account_rx(rx, psn, bytes, opcode, ackreq, ce, now);
+	reply = nic_account_rx(rx, psn, bytes, opcode, ackreq, ce, now, bell);
 	remote = ctx->remote_qpn;
 
 	/* An ACK or NAK takes the frame before a CNP does: a CE mark it

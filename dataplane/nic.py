@@ -14,6 +14,7 @@ SPORT_QPN_MASK = 0x3FFF
 F_KERNEL_PACER = 1
 F_PASS_DATA = 2
 QP_F_VALID = 1
+STAMP_RING = 32
 
 
 class NicConfig(ctypes.Structure):
@@ -34,17 +35,35 @@ class QpCc(ctypes.Structure):
                 ("cnp_due_ns", ctypes.c_uint64)]
 
 
+class NicStamp(ctypes.Structure):
+    """When message msn (1, 2, ... per QP) completed; slot msn % STAMP_RING."""
+
+    _fields_ = [("msn", ctypes.c_uint64), ("ns", ctypes.c_uint64)]
+
+
+class NicDoorbell(ctypes.Structure):
+    _fields_ = [("events", ctypes.c_uint64), ("reserved", ctypes.c_uint64 * 7)]
+
+
+def stamp_of(ring, msn: int) -> int | None:
+    """The time ring holds for message msn, or None once overwritten."""
+    slot = ring[msn % STAMP_RING]
+    ns = slot.ns
+    return ns if slot.msn == msn else None
+
+
 class QpTx(ctypes.Structure):
     _fields_ = [(name, ctypes.c_uint64) for name in (
         "next_departure_ns", "packets", "bytes", "early_packets", "rate", "alpha",
-        "cnps_received", "cnps_merged", "acked_psn", "acks", "last_ack_ns", "nak_psn", "naks")]
+        "cnps_received", "cnps_merged", "acked_psn", "acks", "last_ack_ns", "nak_psn", "naks",
+        "acked_msn")] + [("acked", NicStamp * STAMP_RING)]
 
 
 class QpRx(ctypes.Structure):
     _fields_ = [(name, ctypes.c_uint64) for name in (
         "packets", "bytes", "expected_psn", "out_of_sequence", "duplicates", "messages",
         "ce_packets", "cnps_sent", "last_cnp_ns", "delivered_packets", "delivered_bytes", "acks_sent",
-        "naks_sent", "nak_outstanding", "last_message_ns", "reserved")]
+        "naks_sent", "nak_outstanding", "last_message_ns", "reserved")] + [("taken", NicStamp * STAMP_RING)]
 
 
 # The structs as arrays of 64-bit words, for hot loops over mmapped maps.
@@ -128,6 +147,9 @@ class Nic:
     def rx(self, qpn: int) -> QpRx:
         return self._get("qp_rx", qpn, QpRx)
 
+    def doorbell(self) -> int:
+        return self._get("doorbell", 0, NicDoorbell).events
+
     def cc(self, qpn: int) -> "QpCc":
         return self._get("qp_cc", qpn, QpCc)
 
@@ -138,7 +160,7 @@ class Nic:
         """Zero the per-QP and per-process entries (array maps cannot be
         emptied, only overwritten)."""
         for name, indices in (("qp_ctx", qps), ("qp_cc", qps), ("qp_tx", qps), ("qp_rx", qps),
-                              ("proc_hook", procs)):
+                              ("proc_hook", procs), ("doorbell", [0])):
             table = self.bpf[name]
             zero = table.Leaf()
             for i in indices:

@@ -177,7 +177,9 @@ def test_the_responder_takes_packets_in_psn_order_only(nic):
     assert r.bytes == sum(len(data(psn=psn, opcode=op)) for psn, op in arrivals)
     assert r.delivered_bytes == sum(len(data(psn=psn, opcode=op)) for psn, op in arrivals[:2]) + \
         2 * size + sum(len(data(psn=psn, opcode=op)) for psn, op in arrivals[-3:])
-    assert r.last_message_ns > 0
+    assert [(r.taken[m].msn, r.taken[m].ns > 0) for m in (1, 2)] == [(1, True), (2, True)]
+    assert r.taken[1].ns <= r.taken[2].ns == r.last_message_ns
+    assert nic.doorbell() == 2                                  # a ring per message taken
 
 
 def _reply(frame: bytes, expect_kind: str):
@@ -209,22 +211,27 @@ def test_an_ack_displaces_a_cnp_which_the_next_ce_packet_sends(nic):
     assert nic.rx(RECEIVER).cnps_sent == 1
 
 
-def _from_receiver(psn: int, syndrome: int) -> bytes:
-    return roce.ack_packet(SENDER, psn, syndrome=syndrome, addr=roce.FlowAddr(sport=sender_sport(RECEIVER)))
+def _from_receiver(psn: int, syndrome: int, msn: int = 0) -> bytes:
+    return roce.ack_packet(SENDER, psn, msn, syndrome=syndrome, addr=roce.FlowAddr(sport=sender_sport(RECEIVER)))
 
 
 def test_the_requester_records_acks_and_naks_for_the_engine(nic):
-    assert rx(nic, _from_receiver(9, 0x1F)).verdict == XDP_DROP
+    assert rx(nic, _from_receiver(9, 0x1F, msn=3)).verdict == XDP_DROP
     t = nic.tx(SENDER)
-    assert (t.acked_psn, t.acks, t.naks) == (10, 1, 0) and t.last_ack_ns > 0
-    rx(nic, _from_receiver(4, 0x1F))                          # older: acknowledges nothing new
-    assert (nic.tx(SENDER).acked_psn, nic.tx(SENDER).acks) == (10, 2)
-    rx(nic, _from_receiver(12, 0x60))                         # NAK: 10, 11 arrived; resend from 12
+    assert (t.acked_psn, t.acks, t.naks, t.acked_msn) == (10, 1, 0, 3) and t.last_ack_ns > 0
+    assert (t.acked[3].msn, t.acked[3].ns) == (3, t.last_ack_ns) and nic.doorbell() == 1
+    rx(nic, _from_receiver(4, 0x1F, msn=2))                   # older: acknowledges nothing new
     t = nic.tx(SENDER)
-    assert (t.acked_psn, t.nak_psn, t.naks) == (12, 12, 1)
+    assert (t.acked_psn, t.acks, t.acked_msn, t.acked[2].msn) == (10, 2, 3, 0) and nic.doorbell() == 1
+    rx(nic, _from_receiver(12, 0x60, msn=3))                  # NAK: 10, 11 arrived; resend from 12
+    t = nic.tx(SENDER)
+    assert (t.acked_psn, t.nak_psn, t.naks) == (12, 12, 1) and nic.doorbell() == 2
     rx(nic, _from_receiver(13, 0x61))                         # a NAK for another reason: ignored
     rx(nic, _from_receiver(roce.PSN_MASK, 0x1F))              # PSNs compare modulo 2^24: behind
-    assert (nic.tx(SENDER).acked_psn, nic.tx(SENDER).naks) == (12, 1)
+    assert (nic.tx(SENDER).acked_psn, nic.tx(SENDER).naks, nic.doorbell()) == (12, 1, 2)
+    rx(nic, _from_receiver(20, 0x1F, msn=3 + 40))             # 40 messages at once: the ring wraps
+    t = nic.tx(SENDER)
+    assert t.acked_msn == 43 and t.acked[43 % 32].msn == 43 and t.acked[3].msn == 3
 
 
 def test_debug_switch_passes_received_data_up(nic):

@@ -25,6 +25,7 @@
 #define NIC_F_PASS_DATA 2u	/* pass received data up (capture) instead of dropping */
 
 #define QP_F_VALID 1u
+#define NIC_STAMP_RING 32		/* completion stamps kept per QP (a power of 2) */
 
 struct nic_config {
 	__u64 line_ps_per_byte;		/* live line rate as picoseconds per byte */
@@ -54,6 +55,21 @@ struct qp_cc {
 	__u64 cnp_due_ns;		/* a CNP waiting to take effect (0: none) */
 };
 
+/* When the message with sequence number msn (1, 2, ... per QP) completed:
+ * its last packet taken (qp_rx) or its ACK received (qp_tx). A slot holds
+ * message msn % NIC_STAMP_RING; ns is written before msn. */
+struct nic_stamp {
+	__u64 msn;
+	__u64 ns;
+};
+
+/* One word user space watches instead of every QP: nic_rx counts each
+ * ACK that acknowledges more, each NAK and each message taken. */
+struct nic_doorbell {
+	__u64 events;
+	__u64 reserved[7];		/* a cache line of its own */
+};
+
 /* Sending side, per own QPN; user space mmaps it (the cooperative pacer
  * reads next_departure_ns). */
 struct qp_tx {
@@ -72,6 +88,8 @@ struct qp_tx {
 	__u64 last_ack_ns;
 	__u64 nak_psn;			/* resend from here (written before naks) */
 	__u64 naks;			/* PSN sequence error NAKs received */
+	__u64 acked_msn;		/* the highest MSN an ACK carried */
+	struct nic_stamp acked[NIC_STAMP_RING];
 };
 
 /* Receiving side, per destination QPN; mmapped for completions. An RC
@@ -95,6 +113,7 @@ struct qp_rx {
 	__u64 nak_outstanding;		/* a NAK went for expected_psn: no more until it comes */
 	__u64 last_message_ns;		/* arrival of the last message's last packet */
 	__u64 reserved;
+	struct nic_stamp taken[NIC_STAMP_RING];
 };
 
 /* CRC-32 (reflected, 0xEDB88320) table for the CNP's ICRC, filled by user

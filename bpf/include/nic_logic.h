@@ -92,10 +92,21 @@ static __always_inline int psn_at_or_after(__u32 a, __u32 b)
  * recovers a lost ACK). A message completes when its LAST/ONLY packet is
  * taken.
  */
+static __always_inline void nic_stamp(struct nic_stamp *ring, __u64 msn, __u64 now)
+{
+	struct nic_stamp *slot = &ring[msn & (NIC_STAMP_RING - 1)];
+
+	slot->ns = now;
+	asm volatile("" ::: "memory");	/* BPF has no fence: keep the order (x86 stores stay in it) */
+	slot->msn = msn;
+}
+
 static __always_inline enum rx_reply nic_account_rx(struct qp_rx *rx, __u32 psn, __u32 bytes,
-						    __u8 opcode, int ackreq, int ce, __u64 now)
+						    __u8 opcode, int ackreq, int ce, __u64 now,
+						    struct nic_doorbell *bell)
 {
 	__u32 expected = rx->expected_psn & ROCE_PSN_MASK;
+	__u64 msn;
 
 	__sync_fetch_and_add(&rx->packets, 1);
 	__sync_fetch_and_add(&rx->bytes, bytes);
@@ -108,7 +119,10 @@ static __always_inline enum rx_reply nic_account_rx(struct qp_rx *rx, __u32 psn,
 		__sync_fetch_and_add(&rx->delivered_bytes, bytes);
 		if (roce_ends_message(opcode)) {
 			rx->last_message_ns = now;
-			__sync_fetch_and_add(&rx->messages, 1);
+			msn = rx->messages + 1;		/* one CPU takes a QP's packets */
+			nic_stamp(rx->taken, msn, now);
+			rx->messages = msn;
+			__sync_fetch_and_add(&bell->events, 1);
 		}
 		return ackreq ? RX_ACK : RX_NO_REPLY;
 	}
@@ -137,9 +151,11 @@ static __always_inline __u32 nic_reply_psn(const struct qp_rx *rx, enum rx_reply
  * before p, and asks for a resend from p: the TX engine sees naks move
  * and reads nak_psn, written first.
  */
-static __always_inline void nic_take_ack(struct qp_tx *tx, __u32 psn, __u8 syndrome, __u64 now)
+static __always_inline void nic_take_ack(struct qp_tx *tx, __u32 psn, __u8 syndrome, __u32 msn,
+					 __u64 now, struct nic_doorbell *bell)
 {
 	__u32 acked = psn;
+	__u64 full_msn;
 
 	if ((syndrome & AETH_KIND_MASK) == 0)
 		acked = (psn + 1) & ROCE_PSN_MASK;
@@ -150,10 +166,18 @@ static __always_inline void nic_take_ack(struct qp_tx *tx, __u32 psn, __u8 syndr
 	if ((syndrome & AETH_KIND_MASK) == 0) {
 		tx->last_ack_ns = now;
 		__sync_fetch_and_add(&tx->acks, 1);
+		/* the 24-bit MSN, unwrapped against the last one */
+		full_msn = tx->acked_msn + ((msn - (__u32)tx->acked_msn) & ROCE_PSN_MASK);
+		if (full_msn != tx->acked_msn && ((msn - (__u32)tx->acked_msn) & ROCE_PSN_MASK) < PSN_AHEAD_LIMIT) {
+			nic_stamp(tx->acked, full_msn, now);
+			tx->acked_msn = full_msn;
+			__sync_fetch_and_add(&bell->events, 1);
+		}
 		return;
 	}
 	tx->nak_psn = psn;
 	__sync_fetch_and_add(&tx->naks, 1);	/* a full barrier: nak_psn first */
+	__sync_fetch_and_add(&bell->events, 1);
 }
 
 /*
