@@ -45,11 +45,12 @@ class NicDoorbell(ctypes.Structure):
     _fields_ = [("events", ctypes.c_uint64), ("reserved", ctypes.c_uint64 * 7)]
 
 
-def stamp_of(ring, msn: int) -> int | None:
-    """The time ring holds for message msn, or None once overwritten."""
-    slot = ring[msn % STAMP_RING]
-    ns = slot.ns
-    return ns if slot.msn == msn else None
+def stamp_at(words, ring_word: int, msn: int) -> int | None:
+    """The time a stamp ring starting at 64-bit word ring_word holds for
+    message msn, or None once a later message took its slot."""
+    at = ring_word + 2 * (msn % STAMP_RING)
+    ns = words[at + 1]
+    return ns if words[at] == msn else None
 
 
 class QpTx(ctypes.Structure):
@@ -72,6 +73,8 @@ QP_TX_WORDS, DEPARTURE_WORD, RATE_WORD = (ctypes.sizeof(QpTx) // 8, QpTx.next_de
                                           QpTx.rate.offset // 8)
 ACKED_PSN_WORD, NAK_PSN_WORD, NAKS_WORD = (QpTx.acked_psn.offset // 8, QpTx.nak_psn.offset // 8,
                                           QpTx.naks.offset // 8)
+ACKED_RING_WORD = QpTx.acked.offset // 8
+MESSAGES_WORD, TAKEN_RING_WORD = QpRx.messages.offset // 8, QpRx.taken.offset // 8
 
 
 def sender_sport(qpn: int) -> int:

@@ -16,8 +16,8 @@ PSN_BITS = 24
 u64p = ctypes.POINTER(ctypes.c_uint64)
 # enum tx_status (dataplane/layout.py checks each value against C)
 TX_STATUS_NAMES = ("TX_MESSAGE_DONE", "TX_WAIT", "TX_PAUSED", "TX_NO_CREDIT", "TX_LOG_FULL", "TX_IDLE", "TX_END",
-                   "TX_NAK")
-TX_MESSAGE_DONE, TX_WAIT, TX_PAUSED, TX_NO_CREDIT, TX_LOG_FULL, TX_IDLE, TX_END, TX_NAK = \
+                   "TX_NAK", "TX_EVENT")
+TX_MESSAGE_DONE, TX_WAIT, TX_PAUSED, TX_NO_CREDIT, TX_LOG_FULL, TX_IDLE, TX_END, TX_NAK, TX_EVENT = \
     range(len(TX_STATUS_NAMES))
 
 
@@ -53,7 +53,8 @@ class TxSchedEntry(ctypes.Structure):
 
 class TxSched(ctypes.Structure):
     _fields_ = [("qps", ctypes.POINTER(ctypes.POINTER(TxQp))), ("heap", ctypes.POINTER(TxSchedEntry)),
-                ("n", ctypes.c_uint32), ("reserved", ctypes.c_uint32), ("credit_waits", ctypes.c_uint64)]
+                ("n", ctypes.c_uint32), ("reserved", ctypes.c_uint32), ("credit_waits", ctypes.c_uint64),
+                ("doorbell", u64p), ("doorbell_seen", ctypes.c_uint64)]
 
 
 def word_pointers(addresses: list[int]):

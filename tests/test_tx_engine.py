@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from dataplane import roce
 from dataplane.bpf_mmap import MmapArray
-from dataplane.nic import ACKED_PSN_WORD, NAK_PSN_WORD, NAKS_WORD
+from dataplane.nic import (ACKED_PSN_WORD, ACKED_RING_WORD, MESSAGES_WORD, NAK_PSN_WORD, NAKS_WORD, QP_RX_WORDS,
+                           STAMP_RING, TAKEN_RING_WORD)
 from dataplane.tx_engine import (DEPARTURE_WORD, QP_TX_WORDS, FrameFactory, PortCredit, TxEngine,
                                  now_ns)
 
@@ -72,7 +73,8 @@ def shared_words(count: int) -> MmapArray:
 
 @pytest.fixture
 def setup():
-    departures, pauses, deliveries = shared_words(WORDS * QP_TX_WORDS), shared_words(WORDS), shared_words(WORDS)
+    departures, pauses = shared_words(WORDS * QP_TX_WORDS), shared_words(WORDS)
+    deliveries = shared_words(WORDS * QP_RX_WORDS)
     wire = Wire()
     sent = []
     engine = TxEngine(departures, on_message_sent=lambda qpn, msg: sent.append((qpn, msg.tag)),
@@ -227,6 +229,12 @@ def test_many_qps_each_send_their_messages_in_order(setup):
         assert [tag[1] for q, tag in sent if q == qpn] == lengths
 
 
+def stamp(words, ring_word: int, msn: int, ns: int) -> None:
+    """What nic_rx writes into a completion ring (bpf/include/nic_logic.h)."""
+    words[ring_word + 2 * (msn % STAMP_RING) + 1] = ns
+    words[ring_word + 2 * (msn % STAMP_RING)] = msn
+
+
 class Responder:
     """The RC responder's rule as the transport spec states it, over the
     frames on the wire: take only the expected PSN, NAK the first packet
@@ -237,14 +245,18 @@ class Responder:
     def __init__(self, words, lose=(), lose_acks=0):
         self.words, self.base = words, QPN * QP_TX_WORDS
         self.lose, self.lost, self.lose_acks = set(lose), set(), lose_acks
-        self.expected, self.nak_out, self.seen = 0, False, 0
+        self.expected, self.nak_out, self.seen, self.messages = 0, False, 0, 0
         self.taken: list[bytes] = []
+        self.ack_times: dict[int, int] = {}       # MSN -> when its ACK was written
 
     def _ack(self, next_psn: int) -> None:
         if self.lose_acks:
             self.lose_acks -= 1
-        else:
-            self.words[self.base + ACKED_PSN_WORD] = next_psn
+            return
+        self.words[self.base + ACKED_PSN_WORD] = next_psn
+        if self.messages not in self.ack_times:
+            self.ack_times[self.messages] = now_ns()
+            stamp(self.words, self.base + ACKED_RING_WORD, self.messages, self.ack_times[self.messages])
 
     def __call__(self, frames: list[bytes]) -> bool:
         for frame in frames[self.seen:]:
@@ -254,6 +266,7 @@ class Responder:
             elif p.psn == self.expected:
                 self.taken.append(frame)
                 self.expected, self.nak_out = self.expected + 1, False
+                self.messages += p.opcode in (roce.WRITE_LAST, roce.WRITE_ONLY, roce.SEND_LAST, roce.SEND_ONLY)
                 if p.ackreq:
                     self._ack(self.expected)
             elif p.psn > self.expected:
@@ -318,3 +331,70 @@ def test_a_lost_ack_is_recovered_by_the_duplicate_it_prompts(setup):
     qp, responder, completed, _, expected, frames = _run_reliable(setup, lose_acks=3)
     assert responder.taken == expected and completed == ["a", "b", "c"]
     assert qp.timeouts == 1 and len(frames) > len(expected)
+
+
+def test_a_completion_is_visible_the_ack_delay_after_its_ack(setup):
+    engine, wire, departures, *_ = setup
+    delay = 3_000_000
+    engine.add_qp(QPN, wire.near, DEST_QP, ADDR, MTU, rto_ns=50_000_000, ack_delay_ns=delay)
+    seen = []
+    responder = Responder(departures.words())
+    for i, (kind, length, tag) in enumerate(MESSAGES):
+        engine.post(QPN, length, kind, tag, on_complete=lambda m: seen.append((m.tag, m.completed_ns, now_ns())))
+    engine.run(duration_s=5, until=lambda: responder(wire.frames))
+    wire.close()
+    assert [tag for tag, *_ in seen] == ["a", "b", "c"]
+    for msn, (_, visible, fired) in enumerate(seen, 1):
+        assert visible == responder.ack_times[msn] + delay and fired >= visible
+
+
+def test_timers_fire_in_due_order_and_keep_the_loop_running(setup):
+    """A compute phase is a timer: the loop idles until it is due, then
+    the timer posts the next message."""
+    engine, wire, *_ = setup
+    start, fired = now_ns(), []
+    for due_ms, name in [(6, "late"), (2, "early"), (2, "early2")]:
+        due = start + due_ms * 1_000_000
+        engine.call_at(due, lambda name=name, due=due: fired.append((name, due, now_ns())))
+    engine.call_at(start + 4_000_000, lambda: engine.post(QPN, MTU, tag="from a timer"))
+    engine.run(duration_s=5)
+    assert [name for name, *_ in fired] == ["early", "early2", "late"]
+    assert all(at >= due for _, due, at in fired)
+    (frame,) = wire.close()
+    assert engine.qps[QPN].log["sent_ns"][0] >= start + 4_000_000 and roce.parse(frame).psn == 0
+
+
+def test_received_messages_are_reported_the_delay_after_their_last_packet(setup):
+    engine, wire, _, _, deliveries, _ = setup
+    words, recv, delay = deliveries.words(), 7, 2_000_000
+    base = recv * QP_RX_WORDS
+    words[base + MESSAGES_WORD] = 5                       # taken before the watch: not reported
+    engine.watch_receives(recv, lambda qpn, msn, visible: got.append((qpn, msn, visible, now_ns())), delay)
+    got, arrivals = [], {}
+
+    def arrive(msn):                                      # what nic_rx does when a message's last packet is taken
+        arrivals[msn] = now_ns()
+        stamp(words, base + TAKEN_RING_WORD, msn, arrivals[msn])
+        words[base + MESSAGES_WORD] = msn
+
+    start = now_ns()
+    engine.call_at(start + 1_000_000, lambda: arrive(6))
+    engine.call_at(start + 1_500_000, lambda: (arrive(7), arrive(8)))
+    engine.call_at(start + 8_000_000, lambda: None)       # keeps the loop running past the reports
+    engine.run(duration_s=5)
+    wire.close()
+    assert [(q, m) for q, m, *_ in got] == [(recv, 6), (recv, 7), (recv, 8)]
+    assert all(visible == arrivals[m] + delay and at >= visible for _, m, visible, at in got)
+
+
+def test_a_message_can_be_withdrawn_until_its_first_packet_leaves(setup):
+    engine, wire, departures, *_ = setup
+    departures.words()[QPN * QP_TX_WORDS + DEPARTURE_WORD] = now_ns() + 20_000_000   # nothing leaves yet
+    for tag in ("a", "b", "c"):
+        engine.post(QPN, 2 * MTU, tag=tag)
+    assert engine.cancel(QPN, "b") and engine.cancel(QPN, "a")      # queued, then the head
+    assert not engine.cancel(QPN, "nope")
+    engine.run(duration_s=5)
+    frames = [roce.parse(f) for f in wire.close()]
+    assert [f.psn for f in frames] == [0, 1] and frames[0].opcode == roce.WRITE_FIRST
+    assert not engine.cancel(QPN, "c")                              # gone: sent

@@ -84,8 +84,13 @@ static const struct tx_frame *next_frame(const struct tx_qp *qp)
  * kernel pacer holds it from there; 0 for the cooperative pacer); a due
  * time up to spin_ns ahead (and not after not_after, the other QPs'
  * earliest) is waited for here; at most max_packets per call. */
+static int doorbell_rang(const struct tx_sched *s)
+{
+	return s->doorbell && *s->doorbell != s->doorbell_seen;
+}
+
 enum tx_status tx_burst(struct tx_qp *qp, uint64_t lead_ns, uint64_t not_after, uint64_t spin_ns,
-			uint32_t max_packets, uint64_t *when)
+			uint32_t max_packets, const struct tx_sched *s, uint64_t *when)
 {
 	for (uint32_t n = 0;; n++) {
 		uint64_t departure = *qp->departure;
@@ -96,12 +101,21 @@ enum tx_status tx_burst(struct tx_qp *qp, uint64_t lead_ns, uint64_t not_after, 
 			*when = now;
 			return TX_NAK;
 		}
+		if (doorbell_rang(s)) {
+			*when = due;
+			return TX_EVENT;
+		}
 		if (due > not_after || n == max_packets || (due > now && due - now > spin_ns)) {
 			*when = due;
 			return TX_WAIT;
 		}
-		while (now < due)
+		while (now < due) {
+			if (doorbell_rang(s)) {
+				*when = due;
+				return TX_EVENT;
+			}
 			now = tx_clock_ns();
+		}
 		uint64_t pause = qp->n_pause ? paused_until(qp) : 0;
 		if (pause > now) {
 			qp->pauses++;

@@ -76,6 +76,7 @@ enum tx_status {
 	TX_IDLE,		/* tx_run: nothing due before *when */
 	TX_END,			/* tx_run: its end time came */
 	TX_NAK,			/* a NAK came: the QP is out of the heap, rewind it */
+	TX_EVENT,		/* the doorbell rang: look at ACKs and completions */
 };
 
 /* QPs with work, ordered by due time (a binary heap), for tx_run. */
@@ -91,10 +92,12 @@ struct tx_sched {
 	uint32_t n;			/* entries in the heap */
 	uint32_t reserved;
 	uint64_t credit_waits;		/* times a QP found its credit spent */
+	const volatile uint64_t *doorbell;	/* nic_rx's event count (NULL: none) */
+	uint64_t doorbell_seen;		/* the count Python has looked at */
 };
 
 uint64_t tx_clock_ns(void);
 enum tx_status tx_burst(struct tx_qp *qp, uint64_t lead_ns, uint64_t not_after, uint64_t spin_ns,
-			uint32_t max_packets, uint64_t *when);
+			uint32_t max_packets, const struct tx_sched *s, uint64_t *when);
 
 #endif /* PRC_TX_ENGINE_H */

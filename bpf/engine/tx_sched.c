@@ -97,7 +97,8 @@ static uint64_t next_due(const struct tx_sched *s)
  * it is out of the heap, *when its next due time), TX_LOG_FULL (*slot's
  * log, then call again), TX_IDLE (nothing due within spin_ns: *when the
  * earliest due time, or UINT64_MAX with an empty heap), TX_NAK (*slot
- * took a NAK: it is out of the heap) or TX_END. */
+ * took a NAK: it is out of the heap), TX_EVENT (the doorbell rang) or
+ * TX_END. */
 enum tx_status tx_run(struct tx_sched *s, uint64_t lead_ns, uint64_t end, uint64_t spin_ns,
 		      uint32_t max_burst, uint32_t *slot, uint64_t *when)
 {
@@ -113,7 +114,7 @@ enum tx_status tx_run(struct tx_sched *s, uint64_t lead_ns, uint64_t end, uint64
 		*slot = s->heap[0].slot;
 		next = next_due(s);
 		not_after = next < end ? next : end;
-		switch (tx_burst(s->qps[*slot], lead_ns, not_after, spin_ns, max_burst, &next)) {
+		switch (tx_burst(s->qps[*slot], lead_ns, not_after, spin_ns, max_burst, s, &next)) {
 		case TX_MESSAGE_DONE:
 			pop_top(s);
 			*when = next;
@@ -123,6 +124,9 @@ enum tx_status tx_run(struct tx_sched *s, uint64_t lead_ns, uint64_t end, uint64
 		case TX_NAK:
 			pop_top(s);
 			return TX_NAK;
+		case TX_EVENT:
+			reschedule_top(s, next);
+			return TX_EVENT;
 		case TX_NO_CREDIT:
 			s->credit_waits++;
 			reschedule_top(s, next + CREDIT_RETRY_NS);
