@@ -20,6 +20,7 @@ bench: bootstrap
 	$(PY) benchmarks/cc_bench.py
 	$(PY) benchmarks/nic_bench.py
 	$(PY) benchmarks/engine_bench.py
+	$(PY) benchmarks/completion_bench.py
 
 clean-venv:
 	rm -rf $(VENV)

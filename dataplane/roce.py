@@ -6,6 +6,7 @@ captures, and mirror the acceptance rules of bpf/include/parse.h.
 """
 from __future__ import annotations
 
+import socket
 import struct
 import zlib
 from dataclasses import dataclass
@@ -92,6 +93,31 @@ def data_packet(opcode: int, dest_qp: int, psn: int, payload: bytes = b"", *,
                                dma_len=len(payload) if dma_len is None else dma_len)
     # The pad count tells the receiver how many bytes of 4-byte alignment to strip.
     return _frame(addr, ecn, layers / Raw(payload + b"\x00" * bth.padcount))
+
+
+def data_frame(opcode: int, dest_qp: int, psn: int, payload_len: int, *, addr: FlowAddr = FlowAddr(),
+               ecn: int = ECT0, ackreq: bool = False, dma_len: int | None = None) -> bytes:
+    """data_packet's frame for a zero payload, packed with struct instead
+    of scapy (1 ms a frame there, ~20 us here): the TX engine builds its
+    templates with it, and tests hold the two equal."""
+    if opcode not in OPCODE_NAMES or opcode in (ACK, CNP):
+        raise ValueError(f"not a data opcode: {opcode:#x}")
+    pad = -payload_len % 4
+    transport = struct.pack("!BBHII", opcode, pad << 4, 0xFFFF, dest_qp & QPN_MASK,
+                            int(ackreq) << 31 | psn & PSN_MASK)
+    if opcode in RETH_OPCODES:
+        transport += struct.pack("!QII", 0, 0, payload_len if dma_len is None else dma_len)
+    transport += bytes(payload_len + pad)
+    udp_len = UDP_BYTES + len(transport) + ICRC_BYTES
+    ip = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, ecn, 20 + udp_len, 0, 0x4000, 64, 17, 0,
+                               socket.inet_aton(addr.src_ip), socket.inet_aton(addr.dst_ip)))
+    total = sum(struct.unpack("!10H", ip))
+    total = (total & 0xFFFF) + (total >> 16)
+    ip[10:12] = struct.pack("!H", ~((total & 0xFFFF) + (total >> 16)) & 0xFFFF)
+    frame = (bytes.fromhex(addr.dst_mac.replace(":", "")) + bytes.fromhex(addr.src_mac.replace(":", ""))
+             + b"\x08\x00" + bytes(ip) + struct.pack("!HHHH", addr.sport, ROCE_V2_UDP_PORT, udp_len, 0)
+             + transport + bytes(ICRC_BYTES))
+    return frame[:-ICRC_BYTES] + struct.pack("<I", compute_icrc(frame))
 
 
 def segment_message(kind: str, dest_qp: int, first_psn: int, length: int, mtu: int, *,

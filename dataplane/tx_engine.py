@@ -30,7 +30,7 @@ import heapq
 import itertools
 import time
 import zlib
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,6 +54,7 @@ TIMER_SPIN_NS = 100_000               # closer than this to a timer: spin, do no
 PSN_MASK = (1 << PSN_BITS) - 1
 PSN_HALF = 1 << (PSN_BITS - 1)
 MAX_SLOTS = 4096                      # sending QPs per engine
+MAX_TEMPLATES = 64                    # frame templates cached per QP
 LOG_START = 1 << 16                   # packet-log entries per QP, doubled when full
 PR_SET_TIMERSLACK = 29
 # (only, first, middle, last) opcodes per message kind
@@ -76,22 +77,35 @@ def _masked_icrc(masked: bytearray, psn: int) -> int:
     return zlib.crc32(masked)
 
 
+@functools.lru_cache(maxsize=64)
+def _psn_deltas(masked_len: int) -> tuple[int, ...]:
+    """The change each PSN bit makes to the CRC of a masked copy this long:
+    the CRC is affine, so crc(x ^ e) ^ crc(x) = crc(e) ^ crc(0) for any x."""
+    zeros = bytearray(masked_len)
+    base = zlib.crc32(zeros)
+    return tuple(_masked_icrc(zeros, 1 << k) ^ base for k in range(PSN_BITS))
+
+
 class FrameFactory:
     """RoCEv2 frames of one QP from cached templates. A template's payload
     is zeros and only its PSN changes, so its ICRC is affine in the PSN:
     the ICRC for PSN 0 and the change each PSN bit makes are computed once
-    (over the masked copy the ICRC covers), and patching is 24 XORs."""
+    (the changes once per frame length), and patching is 24 XORs. The
+    cache keeps the MAX_TEMPLATES used last (a workload's chunk lengths
+    vary); one a head message still uses stays alive through its pointer."""
 
     def __init__(self, dest_qp: int, addr: roce.FlowAddr):
         self.dest_qp = dest_qp
         self.addr = addr
-        self._templates: dict[tuple[int, int, int], tuple[TxFrame, bytearray]] = {}
+        self._templates: OrderedDict[tuple[int, int, int], tuple[TxFrame, bytearray]] = OrderedDict()
 
     def template(self, opcode: int, payload_len: int, dma_len: int) -> TxFrame:
         key = (opcode, payload_len, dma_len)
-        if key not in self._templates:
-            frame = bytearray(roce.data_packet(
-                opcode, self.dest_qp, 0, bytes(payload_len), addr=self.addr, ecn=roce.NOT_ECT,
+        if key in self._templates:
+            self._templates.move_to_end(key)
+        else:
+            frame = bytearray(roce.data_frame(
+                opcode, self.dest_qp, 0, payload_len, addr=self.addr, ecn=roce.NOT_ECT,
                 ackreq=opcode in (roce.SEND_LAST, roce.SEND_ONLY, roce.WRITE_LAST, roce.WRITE_ONLY),
                 dma_len=dma_len))
             masked = bytearray(b"\xff" * 8 + frame[roce.ETH_BYTES:-roce.ICRC_BYTES])
@@ -99,12 +113,14 @@ class FrameFactory:
             for at in (ip + 1, ip + 8, ip + 10, ip + 11, ip + 26, ip + 27, ip + 32):
                 masked[at] = 0xFF         # TOS, TTL, IP csum, UDP csum, FECN/BECN byte
             base = _masked_icrc(masked, 0)
-            deltas = [_masked_icrc(masked, 1 << k) ^ base for k in range(PSN_BITS)]
+            deltas = _psn_deltas(len(masked))
             buf = (ctypes.c_char * len(frame)).from_buffer(frame)
             t = TxFrame(bytes=ctypes.addressof(buf), len=len(frame), psn_at=PSN_AT, payload=payload_len,
                         icrc_base=base, psn_delta=(ctypes.c_uint32 * PSN_BITS)(*deltas))
             t._buf = buf                  # the frame's memory lives as long as its template
             self._templates[key] = (t, frame)
+            if len(self._templates) > MAX_TEMPLATES:
+                self._templates.popitem(last=False)
         return self._templates[key][0]
 
     def frame(self, opcode: int, psn: int, payload_len: int, dma_len: int) -> bytearray:

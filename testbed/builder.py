@@ -98,9 +98,17 @@ def resolve_pacer(asked: str) -> str:
     return _resolve("emulation.pacer", asked, "fq", "kernel", "cooperative")
 
 
+# The switch port's model (bpf/switch_port.c) holds the emulated buffer and
+# drops what it cannot hold; the real queue behind it runs behind the model
+# whenever a CPU stalls, and its drops would be the machine's, not the
+# network's (with go-back-N each costs a queue's worth of resends). So it
+# holds this many buffers.
+REAL_QUEUE_BUFFERS = 4
+
+
 def leaf_qdisc(scenario: Scenario, delay_method: str, pacer: str, port) -> str:
-    """The qdisc under a port's HTB class: the port's buffer, with the link's
-    delay where netem does it. With the kernel pacer, a host NIC's leaf is
+    """The qdisc under a port's HTB class: REAL_QUEUE_BUFFERS of the port's
+    buffer, with the link's delay where netem does it. With the kernel pacer, a host NIC's leaf is
     sch_fq, and the delay of its uplink moves to the switch port facing the
     host (which then delays twice): every path and RTT keeps its length."""
     host_nic = port.node in scenario.hosts
@@ -108,10 +116,10 @@ def leaf_qdisc(scenario: Scenario, delay_method: str, pacer: str, port) -> str:
         # every QP of a host leaves through one packet socket: one fq flow
         return f"fq limit {FQ_LIMIT_PACKETS} flow_limit {FQ_LIMIT_PACKETS}"
     if delay_method == "netem":
-        packets = max(1, scenario.buffer_bytes // (scenario.mtu_bytes + 14))
+        packets = max(1, REAL_QUEUE_BUFFERS * scenario.buffer_bytes // (scenario.mtu_bytes + 14))
         hops = 2 if pacer == "kernel" and port.faces == "host" else 1
         return f"netem delay {max(1, hops * live_delay_ns(scenario) // 1000)}us limit {packets}"
-    return f"bfifo limit {scenario.buffer_bytes}"
+    return f"bfifo limit {REAL_QUEUE_BUFFERS * scenario.buffer_bytes}"
 
 
 def _existing_netns() -> set[str]:

@@ -296,7 +296,7 @@ def _lossy_incast_of_messages(count: int, length: int):
     from testbed import probes
     from testbed.isolated import run_in_netns
 
-    with _default_testbed(links={"buffer_bytes": 100_000}) as (scenario, testbed):
+    with _default_testbed(links={"buffer_bytes": 100_000}, pfc={"enabled": False}) as (scenario, testbed):
         emu = Emulator(testbed, scenario.live)
         try:
             qps = [emu.connect(src, "h3") for src in ("h0", "h1", "h2")]

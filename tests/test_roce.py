@@ -115,3 +115,18 @@ def test_tshark_decodes_our_packets_as_bth_with_our_fields():
         if row["crc"] is not None:   # tshark names no CNP opcode, so shows no ICRC there
             assert row["crc"] == struct.unpack(">I", struct.pack("<I", p.icrc))[0]
     assert rows[2]["psn"] == 0   # PSN wraps at 24 bits
+
+
+@settings(max_examples=300, deadline=None)
+@given(opcode=st.sampled_from([roce.SEND_FIRST, roce.SEND_MIDDLE, roce.SEND_LAST, roce.SEND_ONLY,
+                               roce.WRITE_FIRST, roce.WRITE_MIDDLE, roce.WRITE_LAST, roce.WRITE_ONLY]),
+       qp=st.integers(0, roce.QPN_MASK), psn=st.integers(0, roce.PSN_MASK), length=st.integers(0, 4096),
+       ecn=st.integers(0, 3), ackreq=st.booleans(), dma_len=st.one_of(st.none(), st.integers(0, 2**32 - 1)),
+       sport=st.integers(0, 65535), ip=st.ip_addresses(v=4))
+def test_the_struct_builder_equals_the_scapy_one(opcode, qp, psn, length, ecn, ackreq, dma_len, sport, ip):
+    addr = roce.FlowAddr(src_mac="02:aa:00:00:10:01", dst_mac="02:bb:00:00:20:02", src_ip=str(ip),
+                         dst_ip="198.19.255.254", sport=sport)
+    assert roce.data_frame(opcode, qp, psn, length, addr=addr, ecn=ecn, ackreq=ackreq, dma_len=dma_len) == \
+        roce.data_packet(opcode, qp, psn, bytes(length), addr=addr, ecn=ecn, ackreq=ackreq, dma_len=dma_len)
+    with pytest.raises(ValueError):
+        roce.data_frame(roce.ACK, qp, psn, length)

@@ -398,3 +398,18 @@ def test_a_message_can_be_withdrawn_until_its_first_packet_leaves(setup):
     frames = [roce.parse(f) for f in wire.close()]
     assert [f.psn for f in frames] == [0, 1] and frames[0].opcode == roce.WRITE_FIRST
     assert not engine.cancel(QPN, "c")                              # gone: sent
+
+
+def test_the_template_cache_keeps_the_ones_used_last(monkeypatch):
+    from dataplane import tx_engine
+    monkeypatch.setattr(tx_engine, "MAX_TEMPLATES", 4)
+    factory = FrameFactory(DEST_QP, ADDR)
+    held = factory.template(roce.WRITE_MIDDLE, MTU, 0)            # as a head message holds it
+    for length in range(1, 9):
+        factory.template(roce.WRITE_LAST, length, 0)
+    assert len(factory._templates) == 4
+    assert bytes(factory.frame(roce.WRITE_LAST, 5, 1, 0)) == roce.data_packet(       # evicted, rebuilt
+        roce.WRITE_LAST, DEST_QP, 5, bytes(1), addr=ADDR, ecn=roce.NOT_ECT, ackreq=True)
+    tx_engine.library().tx_frame_patch(held, 7)                   # an evicted template a pointer holds
+    assert bytes(ctypes.string_at(held.bytes, held.len)) == roce.data_packet(
+        roce.WRITE_MIDDLE, DEST_QP, 7, bytes(MTU), addr=ADDR, ecn=roce.NOT_ECT)
