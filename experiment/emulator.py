@@ -14,7 +14,8 @@ from dataplane.hooks import HookMap
 from dataplane.nic import (F_KERNEL_PACER, MAX_QPS, QP_RX_WORDS, RX_BYTES_WORD, Nic, NicDoorbell, QpRx, QpTx,
                            sender_sport)
 from dataplane.switch import PAUSE_UNTIL_WORD, PORT_STATS_WORDS, PortStats, SwitchPorts, vtime_shift_for
-from dataplane.tx_engine import PortCredit, TxEngine
+from dataplane.tx_engine import TxEngine
+from dataplane.tx_qp import PortCredit
 from scenario.live import ROCE_HEADROOM, LiveCC
 from testbed.builder import REAL_QUEUE_BUFFERS
 from testbed.isolated import run_in_netns

@@ -16,10 +16,11 @@ from hypothesis import strategies as st
 
 from dataplane import roce
 from dataplane.bpf_mmap import MmapArray
-from dataplane.nic import (ACKED_PSN_WORD, ACKED_RING_WORD, MESSAGES_WORD, NAK_PSN_WORD, NAKS_WORD, QP_RX_WORDS,
-                           STAMP_RING, TAKEN_RING_WORD)
-from dataplane.tx_engine import (DEPARTURE_WORD, QP_TX_WORDS, FrameFactory, PortCredit, TxEngine,
-                                 now_ns)
+from dataplane.nic import (ACKED_PSN_WORD, ACKED_RING_WORD, DEPARTURE_WORD, MESSAGES_WORD, NAK_PSN_WORD, NAKS_WORD,
+                           QP_RX_WORDS, QP_TX_WORDS, STAMP_RING, TAKEN_RING_WORD)
+from dataplane.tx_engine import TxEngine, now_ns
+from dataplane.tx_frames import FrameFactory
+from dataplane.tx_qp import PortCredit
 
 ADDR = roce.FlowAddr(src_ip="198.18.0.1", dst_ip="198.18.0.3", sport=0xC001)
 DEST_QP, QPN, MTU = 0x1234, 3, 1024
@@ -176,8 +177,8 @@ def test_lossless_credit_bounds_bytes_in_flight_until_deliveries_free_it(setup):
 
 
 def test_a_log_grows_past_its_first_allocation(setup, monkeypatch):
-    from dataplane import tx_engine
-    monkeypatch.setattr(tx_engine, "LOG_START", 8)
+    from dataplane import tx_qp
+    monkeypatch.setattr(tx_qp, "LOG_START", 8)
     engine, wire, *_ = setup
     engine.post(QPN, 100 * MTU)
     engine.run(duration_s=5)
@@ -401,8 +402,8 @@ def test_a_message_can_be_withdrawn_until_its_first_packet_leaves(setup):
 
 
 def test_the_template_cache_keeps_the_ones_used_last(monkeypatch):
-    from dataplane import tx_engine
-    monkeypatch.setattr(tx_engine, "MAX_TEMPLATES", 4)
+    from dataplane import tx_frames
+    monkeypatch.setattr(tx_frames, "MAX_TEMPLATES", 4)
     factory = FrameFactory(DEST_QP, ADDR)
     held = factory.template(roce.WRITE_MIDDLE, MTU, 0)            # as a head message holds it
     for length in range(1, 9):
@@ -410,6 +411,6 @@ def test_the_template_cache_keeps_the_ones_used_last(monkeypatch):
     assert len(factory._templates) == 4
     assert bytes(factory.frame(roce.WRITE_LAST, 5, 1, 0)) == roce.data_packet(       # evicted, rebuilt
         roce.WRITE_LAST, DEST_QP, 5, bytes(1), addr=ADDR, ecn=roce.NOT_ECT, ackreq=True)
-    tx_engine.library().tx_frame_patch(held, 7)                   # an evicted template a pointer holds
+    tx_frames.library().tx_frame_patch(held, 7)                   # an evicted template a pointer holds
     assert bytes(ctypes.string_at(held.bytes, held.len)) == roce.data_packet(
         roce.WRITE_MIDDLE, DEST_QP, 7, bytes(MTU), addr=ADDR, ecn=roce.NOT_ECT)
