@@ -6,7 +6,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from scapy.utils import RawPcapWriter
+from dataplane.pcap import write_pcap
 
 FIELDS = ("infiniband.bth.opcode", "infiniband.bth.destqp", "infiniband.bth.psn",
           "infiniband.invariant.crc")
@@ -14,13 +14,6 @@ FIELDS = ("infiniband.bth.opcode", "infiniband.bth.destqp", "infiniband.bth.psn"
 
 def available() -> bool:
     return shutil.which("tshark") is not None
-
-
-def write_pcap(path: Path, frames: list[bytes]) -> None:
-    """Frames as they are (no re-dissection), Ethernet link type."""
-    with RawPcapWriter(str(path), linktype=1, sync=True) as writer:
-        for frame in frames:
-            writer.write(frame)
 
 
 def decode_pcap(path: Path) -> list[dict[str, int | None]]:

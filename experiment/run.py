@@ -198,7 +198,8 @@ def main(scenario_path: str, results_root: str, state_dir: str | None, captures:
               f"CNPs {f['cnps']}  pacing p50 {f['rate_ratio_p50']:.3f}")
     print(f"  Jain fairness {summary['jain_fairness']:.3f}, total {summary['total_share_of_line'] * 100:.1f}% "
           f"of line; run {'valid' if summary['valid'] else 'INVALID: ' + summary['invalid_because']}")
-    for name, frames in summary["captures"].items():
-        print(f"  captured {frames:,} frames into {final / name}")
+    for name, got in summary["captures"].items():
+        print(f"  captured {got['frames']:,} frames into {final / name}"
+              + (f" ({got['dropped']:,} more did not fit the socket's buffer)" if got["dropped"] else ""))
     print(f"results: {final}  (plot: {final / RATE_PLOT})")
     return 0 if summary["valid"] else 3

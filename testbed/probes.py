@@ -133,25 +133,48 @@ def link_tx_packets(ifnames: list[str]) -> dict[str, int]:
     return out
 
 
-def capture(ifname: str, duration_s: float, max_frames: int, path: str, cpu: int = 1) -> int:
+ETH_P_ALL = 0x0003
+SO_RCVBUFFORCE = 33                  # root may exceed net.core.rmem_max
+SO_TIMESTAMPNS = 35                  # SCM_TIMESTAMPNS: the kernel's receive time
+SOL_PACKET, PACKET_STATISTICS = 263, 6
+CAPTURE_BUFFER_BYTES = 64 << 20
+
+
+def capture(ifname: str, duration_s: float, max_frames: int, path: str, cpu: int = 1) -> dict:
     """Capture frames in both directions on an interface of the current
-    namespace into a pcap at path (at most max_frames); return the count."""
-    from dataplane.tshark import write_pcap
+    namespace into a pcap at path (at most max_frames), each with the time
+    the kernel saw it: {"frames": count, "dropped": frames the socket's
+    buffer could not hold}. The socket is opened for no protocol and
+    bound to the interface before it takes any: frames of other ports
+    never get in."""
+    from dataplane.pcap import write_pcap
 
     pin_to_cpu(cpu)
-    frames = []
-    with socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003)) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 << 20)
-        sock.bind((ifname, 0))
+    frames, times = [], []
+    with socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, CAPTURE_BUFFER_BYTES)
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        sock.bind((ifname, ETH_P_ALL))
         end = time.monotonic() + duration_s
         while len(frames) < max_frames and (left := end - time.monotonic()) > 0:
             sock.settimeout(left)
             try:
-                frames.append(sock.recv(65536))
+                frame, ancillary, _, _ = sock.recvmsg(65536, socket.CMSG_SPACE(16))
             except socket.timeout:
                 break
-    write_pcap(path, frames)
-    return len(frames)
+            frames.append(frame)
+            times.append(_kernel_time_ns(ancillary))
+        _, dropped = struct.unpack("II", sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8))
+    write_pcap(path, frames, times)
+    return {"frames": len(frames), "dropped": dropped}
+
+
+def _kernel_time_ns(ancillary) -> int:
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+            sec, nsec = struct.unpack("qq", data[:16])
+            return sec * 10**9 + nsec
+    return time.time_ns()
 
 
 def queue_pairs(ifname: str, ifindex: int, stats_map_id: int, duration_s: float,

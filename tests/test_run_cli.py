@@ -52,10 +52,12 @@ def test_run_writes_a_complete_results_folder(tmp_path):
     summary = json.loads((folder / "summary.json").read_text())
     # the capture: data to h2 and CNPs back, every ICRC valid
     frames = [bytes(p) for p in rdpcap(str(folder / "capture-s0-h2.pcap"))]
-    assert summary["captures"] == {"capture-s0-h2.pcap": len(frames)} and len(frames) >= 1000
+    assert summary["captures"] == {"capture-s0-h2.pcap": {"frames": len(frames), "dropped": 0}}
+    assert len(frames) >= 1000
     opcodes = {roce.parse(f).opcode for f in frames}
     assert roce.CNP in opcodes and roce.WRITE_MIDDLE in opcodes
     assert all(roce.icrc_valid(f) for f in frames)
+    _capture_is_whole_and_timed(rdpcap(str(folder / "capture-s0-h2.pcap")), summary)
     assert summary["valid"] and len(summary["flows"]) == 2
     assert summary["pacer"].startswith("cooperative") and "early packets: 0" in summary["pacer"]
     assert all(0.35 <= f["share_of_line"] <= 0.65 for f in summary["flows"])
@@ -69,6 +71,37 @@ def test_run_writes_a_complete_results_folder(tmp_path):
     assert 0 <= float(last[4]) <= 1 and int(last[5]) > 0 and int(last[6]) > 0
     assert json.loads((folder / "versions.json").read_text())["kernel"]
     assert (folder / "rates.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def _capture_is_whole_and_timed(packets, summary):
+    """Only the port's frames (data to h2, CNPs from it), every PSN of each
+    QP between its first and last, and kernel times: the capture spans
+    what was asked, and data frames leave the saturated port one
+    serialisation time apart."""
+    import numpy as np
+
+    from dataplane import roce
+
+    import socket
+    import tomllib
+
+    from scenario.spec import parse_scenario
+    from testbed.topology import plan_topology
+
+    h2 = socket.inet_aton(plan_topology(parse_scenario(tomllib.loads(SHORT)), "p0001").host_addr("h2"))
+    parsed = [(float(p.time), roce.parse(bytes(p)), len(p)) for p in packets]
+    data = [(t, f, n) for t, f, n in parsed if f.opcode <= 0x0B]
+    assert all(f.dst_ip == h2 for _, f, _ in data)
+    assert all(f.src_ip == h2 for _, f, _ in parsed if f.opcode == roce.CNP)
+    for qp in {f.dest_qp for _, f, _ in data}:
+        psns = [f.psn for _, f, _ in data if f.dest_qp == qp]
+        assert set(psns) == set(range(min(psns), max(psns) + 1)), qp          # nothing missing
+        if summary["retransmits"] == 0:
+            assert len(psns) == len(set(psns)), qp                           # nothing twice
+    assert parsed[-1][0] - parsed[0][0] == pytest.approx(0.5, rel=0.05)
+    times, sizes = np.array([t for t, _, _ in data]), np.array([n for _, _, n in data])
+    gaps_over_wire = np.diff(times) / (sizes[1:] * 8 / 1e9)
+    assert np.median(gaps_over_wire) == pytest.approx(1.0, rel=0.1)
 
 
 def test_sigterm_during_a_run_leaves_no_results_and_no_testbed(tmp_path):
