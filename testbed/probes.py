@@ -146,7 +146,8 @@ def capture(ifname: str, duration_s: float, max_frames: int, path: str, cpu: int
     the kernel saw it: {"frames": count, "dropped": frames the socket's
     buffer could not hold}. The socket is opened for no protocol and
     bound to the interface before it takes any: frames of other ports
-    never get in."""
+    never get in. The capture covers duration_s of kernel time from the
+    bind, however far this reader lags behind."""
     from dataplane.pcap import write_pcap
 
     pin_to_cpu(cpu)
@@ -155,15 +156,18 @@ def capture(ifname: str, duration_s: float, max_frames: int, path: str, cpu: int
         sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, CAPTURE_BUFFER_BYTES)
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         sock.bind((ifname, ETH_P_ALL))
-        end = time.monotonic() + duration_s
-        while len(frames) < max_frames and (left := end - time.monotonic()) > 0:
-            sock.settimeout(left)
+        end = time.time_ns() + int(duration_s * 1e9)          # the kernel stamps CLOCK_REALTIME
+        while len(frames) < max_frames:
+            sock.settimeout(max(end - time.time_ns(), 0) / 1e9 + 0.05)
             try:
                 frame, ancillary, _, _ = sock.recvmsg(65536, socket.CMSG_SPACE(16))
             except socket.timeout:
                 break
+            seen = _kernel_time_ns(ancillary)
+            if seen > end:
+                break
             frames.append(frame)
-            times.append(_kernel_time_ns(ancillary))
+            times.append(seen)
         _, dropped = struct.unpack("II", sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8))
     write_pcap(path, frames, times)
     return {"frames": len(frames), "dropped": dropped}

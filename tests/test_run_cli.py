@@ -93,11 +93,12 @@ def _capture_is_whole_and_timed(packets, summary):
     data = [(t, f, n) for t, f, n in parsed if f.opcode <= 0x0B]
     assert all(f.dst_ip == h2 for _, f, _ in data)
     assert all(f.src_ip == h2 for _, f, _ in parsed if f.opcode == roce.CNP)
-    for qp in {f.dest_qp for _, f, _ in data}:
-        psns = [f.psn for _, f, _ in data if f.dest_qp == qp]
-        assert set(psns) == set(range(min(psns), max(psns) + 1)), qp          # nothing missing
-        if summary["retransmits"] == 0:
-            assert len(psns) == len(set(psns)), qp                           # nothing twice
+    # a packet the switch drops (lossy) never reaches the port's tap, and
+    # go-back-N sends later ones again: completeness shows only without
+    if summary["retransmits"] == 0:
+        for qp in {f.dest_qp for _, f, _ in data}:
+            psns = [f.psn for _, f, _ in data if f.dest_qp == qp]
+            assert sorted(psns) == list(range(min(psns), max(psns) + 1)), qp   # each PSN once
     assert parsed[-1][0] - parsed[0][0] == pytest.approx(0.5, rel=0.05)
     times, sizes = np.array([t for t, _, _ in data]), np.array([n for _, _, n in data])
     gaps_over_wire = np.diff(times) / (sizes[1:] * 8 / 1e9)
