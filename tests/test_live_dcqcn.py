@@ -260,37 +260,47 @@ def test_an_emulator_that_fails_halfway_leaves_no_descriptors_open():
 
 
 def _messages_across_the_testbed(lengths):
-    import time
-
+    from dataplane.nic import TAKEN_RING_WORD, QP_RX_WORDS, stamp_at
+    from dataplane.tx_engine import now_ns
     from experiment.emulator import Emulator
 
     with _default_testbed() as (scenario, testbed):
         emu = Emulator(testbed, scenario.live)
         try:
             send_qpn, recv_qpn = emu.connect("h0", "h3")
-            completed = []
-            emu.engine.on_message_complete = lambda qpn, msg: completed.append(msg.tag)
+            completed, received = [], []
+            emu.engine.on_message_complete = lambda qpn, msg: completed.append((msg.tag, msg.completed_ns, now_ns()))
+            emu.watch_receives(recv_qpn, lambda qpn, msn, visible: received.append((msn, visible, now_ns())))
             for i, n in enumerate(lengths):
                 emu.engine.post(send_qpn, n, kind="send" if i % 2 else "write", tag=i)
-            emu.engine.run(duration_s=10)           # until every message is acknowledged
+            emu.engine.run(duration_s=10)           # until every message is acknowledged and seen
             rx, qp = emu.rx_view[recv_qpn], emu.engine.qps[send_qpn]
-            return (completed, qp.packets, qp.bytes, rx.packets, rx.bytes, rx.messages,
-                    rx.out_of_sequence, rx.duplicates, rx.expected_psn, emu.tx_view[send_qpn].acks)
+            taken = [stamp_at(emu.rx_view.words(), recv_qpn * QP_RX_WORDS + TAKEN_RING_WORD, msn)
+                     for msn in range(1, len(lengths) + 1)]
+            return dict(completed=completed, received=received, taken=taken, one_way=emu.endpoint_delay_ns("h0", "h3"),
+                        counts=(qp.packets, qp.bytes, rx.packets, rx.bytes, rx.messages, rx.out_of_sequence,
+                                rx.duplicates, rx.expected_psn, emu.tx_view[send_qpn].acks))
         finally:
             emu.close()
 
 
 def test_posted_messages_complete_at_the_receiver_in_order_and_whole():
-    """Completions for a workload: nic_rx counts each message once its
-    LAST/ONLY packet arrives, every PSN in order, and ACKs it; the sender
-    completes each message on its ACK."""
+    """Completions for a workload: nic_rx takes each message once its
+    LAST/ONLY packet arrives, every PSN in order, and ACKs it. The
+    receiver sees it the one-way delay after its last packet (where links
+    add none), the sender completes it on its ACK (plus the round trip):
+    never before the receiver could have."""
     lengths = [1, 4096, 4097, 100_000, 3 * 4096, 12_345]
-    completed, sent_pkts, sent_bytes, pkts, nbytes, messages, ahead, dups, next_psn, acks = \
-        run_sandboxed(_messages_across_the_testbed, lengths, timeout_s=300)
-    assert completed == list(range(len(lengths)))
+    r = run_sandboxed(_messages_across_the_testbed, lengths, timeout_s=300)
+    sent_pkts, sent_bytes, pkts, nbytes, messages, ahead, dups, next_psn, acks = r["counts"]
+    assert [tag for tag, *_ in r["completed"]] == list(range(len(lengths)))
     expected_packets = sum(-(-n // 4096) for n in lengths)
     assert sent_pkts == pkts == expected_packets == next_psn
     assert nbytes == sent_bytes and messages == acks == len(lengths) and ahead == dups == 0
+    assert [msn for msn, *_ in r["received"]] == list(range(1, len(lengths) + 1))
+    for (msn, visible, fired), taken, (_, done, done_fired) in zip(r["received"], r["taken"], r["completed"]):
+        assert visible == taken + r["one_way"] and fired >= visible
+        assert done >= taken + 2 * r["one_way"] and done_fired >= done
 
 
 def _lossy_incast_of_messages(count: int, length: int):
