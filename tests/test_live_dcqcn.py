@@ -231,7 +231,8 @@ def test_a_process_weight_moves_delivered_bandwidth_in_either_mode(pfc):
     the headroom): DCQCN, which marking drives from Kmin, sets the split,
     not pauses that hold both flows alike."""
     shares, pauses = run_sandboxed(_weighted_pair, pfc, timeout_s=300)
-    assert shares[1] >= 0.75 and shares[1] > 3 * shares[0], (shares, pauses)
+    # of what the port delivered (5 runs each way: 0.81-0.86 lossy, 0.84-0.86 lossless)
+    assert shares[1] / sum(shares) >= 0.75, (shares, pauses)
     assert pauses == 0 or pfc
 
 
