@@ -109,6 +109,7 @@ def plot(result, scenario, path: Path) -> None:
 
 
 MAX_CAPTURE_FRAMES = 100_000
+MAX_CAPTURE_BUFFER = 1 << 30
 
 
 def _capture_ports(scenario, specs: list[str]) -> list[tuple[str, str]]:
@@ -138,10 +139,13 @@ def _start_captures(testbed, ports: list[tuple[str, str]], seconds: float, folde
     children = []
 
     def starter(node, peer):
-        ifname = testbed.plan.port_towards(node, peer).ifname
+        port = testbed.plan.port_towards(node, peer)
         path = str(folder / f"capture-{node}-{peer}.pcap")
-        return lambda: children.append((path, start_in_netns(testbed.netns(node), probes.capture, ifname,
-                                                             seconds, MAX_CAPTURE_FRAMES, path)))
+        # room for the whole capture should the reader fall behind: the line
+        # rate for the duration, twice over for the kernel's per-frame overhead
+        room = int(min(MAX_CAPTURE_BUFFER, max(probes.CAPTURE_BUFFER_BYTES, 2 * port.rate_bps / 8 * seconds)))
+        return lambda: children.append((path, start_in_netns(testbed.netns(node), probes.capture, port.ifname,
+                                                             seconds, MAX_CAPTURE_FRAMES, path, 1, room)))
 
     return [starter(node, peer) for node, peer in ports], children
 

@@ -140,20 +140,22 @@ SOL_PACKET, PACKET_STATISTICS = 263, 6
 CAPTURE_BUFFER_BYTES = 64 << 20
 
 
-def capture(ifname: str, duration_s: float, max_frames: int, path: str, cpu: int = 1) -> dict:
+def capture(ifname: str, duration_s: float, max_frames: int, path: str, cpu: int = 1,
+            buffer_bytes: int = CAPTURE_BUFFER_BYTES) -> dict:
     """Capture frames in both directions on an interface of the current
     namespace into a pcap at path (at most max_frames), each with the time
     the kernel saw it: {"frames": count, "dropped": frames the socket's
     buffer could not hold}. The socket is opened for no protocol and
     bound to the interface before it takes any: frames of other ports
     never get in. The capture covers duration_s of kernel time from the
-    bind, however far this reader lags behind."""
+    bind, however far this reader lags behind (it shares a CPU with the
+    dataplane's receive work; buffer_bytes lets it fall behind that far)."""
     from dataplane.pcap import write_pcap
 
     pin_to_cpu(cpu)
     frames, times = [], []
     with socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, CAPTURE_BUFFER_BYTES)
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, buffer_bytes)
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         sock.bind((ifname, ETH_P_ALL))
         end = time.time_ns() + int(duration_s * 1e9)          # the kernel stamps CLOCK_REALTIME
