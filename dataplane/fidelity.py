@@ -1,6 +1,8 @@
 """How faithfully the TX engine followed the pacer: did congestion control
 or the engine set the rates? Computed from the engine's per-packet log
-(send time, wire bytes, BPF rate in force, lateness against departure)."""
+(send time, wire bytes, BPF rate in force, lateness against departure, and
+how long a lossless pause or credit held the packet: time the network, not
+the engine, took, left out of both)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,7 +19,8 @@ MAX_RATE_ERROR = 0.05           # achieved vs BPF rate, per window
 MAX_UNDER_WINDOWS = 0.10        # share of windows more than 5% under the BPF rate
 MIN_RATIO_P50 = 0.97
 # The engine's per-packet log (struct tx_log_entry in bpf/engine/tx_burst.c)
-PACKET_LOG = np.dtype([("sent_ns", "<u8"), ("wire_bytes", "<u4"), ("rate", "<u4"), ("late_ns", "<i8")])
+PACKET_LOG = np.dtype([("sent_ns", "<u8"), ("wire_bytes", "<u4"), ("rate", "<u4"), ("late_ns", "<i8"),
+                       ("held_ns", "<u8")])
 
 
 @dataclass(frozen=True)
@@ -47,13 +50,14 @@ def qp_fidelity(qpn: int, log, line_rate_bps: float, since_ns: int = 0) -> QpFid
     if not len(log):
         return QpFidelity(qpn, 0, 0.0, 0.0, 0, 0.0, 0.0, 0.0)
     sent, nbytes = log["sent_ns"].astype(np.float64), log["wire_bytes"].astype(np.float64)
-    rate, late = log["rate"].astype(np.float64), log["late_ns"].astype(np.float64)
+    rate, held = log["rate"].astype(np.float64), log["held_ns"].astype(np.float64)
+    late = np.maximum(log["late_ns"].astype(np.float64) - held, 0)
     # the gap the pacer asked for after each packet, at the rate it set
     asked = nbytes * 8e9 / (q20_fraction(np.maximum(rate, 1)) * line_rate_bps)
     ratios = []
     for start in range(0, len(log) - WINDOW_PACKETS, WINDOW_PACKETS):
         stop = start + WINDOW_PACKETS
-        actual = sent[stop] - sent[start]
+        actual = sent[stop] - sent[start] - held[start + 1:stop + 1].sum()
         if actual > 0:
             ratios.append(asked[start:stop].sum() / actual)
     ratios = np.asarray(ratios)

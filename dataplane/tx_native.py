@@ -44,7 +44,7 @@ class TxQp(ctypes.Structure):
                 ("send_errors", ctypes.c_uint64),
                 ("log", ctypes.c_void_p), ("log_len", ctypes.c_uint64), ("log_cap", ctypes.c_uint64),
                 ("naks", u64p), ("naks_seen", ctypes.c_uint64), ("retransmits", ctypes.c_uint64),
-                ("high_psn", ctypes.c_uint32), ("reserved", ctypes.c_uint32)]
+                ("high_psn", ctypes.c_uint32), ("reserved", ctypes.c_uint32), ("held_since", ctypes.c_uint64)]
 
 
 class TxSchedEntry(ctypes.Structure):

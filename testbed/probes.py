@@ -4,6 +4,7 @@ Results are plain data; the caller decides what is good enough."""
 from __future__ import annotations
 
 import os
+import select
 import socket
 import struct
 import time
@@ -134,9 +135,11 @@ def link_tx_packets(ifnames: list[str]) -> dict[str, int]:
 
 
 ETH_P_ALL = 0x0003
-SO_RCVBUFFORCE = 33                  # root may exceed net.core.rmem_max
-SO_TIMESTAMPNS = 35                  # SCM_TIMESTAMPNS: the kernel's receive time
-SOL_PACKET, PACKET_STATISTICS = 263, 6
+SOL_PACKET, PACKET_RX_RING, PACKET_STATISTICS, PACKET_VERSION, TPACKET_V3 = 263, 5, 6, 10, 2
+TP_STATUS_KERNEL, TP_STATUS_USER = 0, 1
+RING_BLOCK_BYTES = 1 << 20           # the kernel hands the reader whole blocks
+RING_FRAME_BYTES = 1 << 14           # room for the largest frame and its header
+RING_BLOCK_TIMEOUT_MS = 10           # a block that is not full goes to the reader after this
 CAPTURE_BUFFER_BYTES = 64 << 20
 
 
@@ -144,43 +147,64 @@ def capture(ifname: str, duration_s: float, max_frames: int, path: str, cpu: int
             buffer_bytes: int = CAPTURE_BUFFER_BYTES) -> dict:
     """Capture frames in both directions on an interface of the current
     namespace into a pcap at path (at most max_frames), each with the time
-    the kernel saw it: {"frames": count, "dropped": frames the socket's
-    buffer could not hold}. The socket is opened for no protocol and
-    bound to the interface before it takes any: frames of other ports
-    never get in. The capture covers duration_s of kernel time from the
-    bind, however far this reader lags behind (it shares a CPU with the
-    dataplane's receive work; buffer_bytes lets it fall behind that far)."""
+    the kernel saw it: {"frames": count, "dropped": frames the ring could
+    not hold}. The socket is opened for no protocol and bound to the
+    interface before it takes any: frames of other ports never get in.
+    The kernel fills a memory-mapped ring (TPACKET_V3) of buffer_bytes in
+    blocks, so this reader, which shares a CPU with the dataplane's
+    receive work, wakes once a block instead of once a frame. The capture
+    covers duration_s of kernel time from the bind."""
+    import mmap
+
     from dataplane.pcap import write_pcap
 
     pin_to_cpu(cpu)
+    blocks = max(4, buffer_bytes // RING_BLOCK_BYTES)
     frames, times = [], []
     with socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, buffer_bytes)
-        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        sock.bind((ifname, ETH_P_ALL))
-        end = time.time_ns() + int(duration_s * 1e9)          # the kernel stamps CLOCK_REALTIME
-        while len(frames) < max_frames:
-            sock.settimeout(max(end - time.time_ns(), 0) / 1e9 + 0.05)
-            try:
-                frame, ancillary, _, _ = sock.recvmsg(65536, socket.CMSG_SPACE(16))
-            except socket.timeout:
-                break
-            seen = _kernel_time_ns(ancillary)
-            if seen > end:
-                break
-            frames.append(frame)
-            times.append(seen)
-        _, dropped = struct.unpack("II", sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8))
+        sock.setsockopt(SOL_PACKET, PACKET_VERSION, TPACKET_V3)
+        sock.setsockopt(SOL_PACKET, PACKET_RX_RING, struct.pack(
+            "7I", RING_BLOCK_BYTES, blocks, RING_FRAME_BYTES, blocks * RING_BLOCK_BYTES // RING_FRAME_BYTES,
+            RING_BLOCK_TIMEOUT_MS, 0, 0))
+        ring = mmap.mmap(sock.fileno(), blocks * RING_BLOCK_BYTES, mmap.MAP_SHARED,
+                         mmap.PROT_READ | mmap.PROT_WRITE)
+        try:
+            sock.bind((ifname, ETH_P_ALL))
+            end = time.time_ns() + int(duration_s * 1e9)          # the kernel stamps CLOCK_REALTIME
+            _read_ring(sock, ring, blocks, end, max_frames, frames, times)
+            _, dropped, _ = struct.unpack("3I", sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 12))
+        finally:
+            ring.close()
     write_pcap(path, frames, times)
     return {"frames": len(frames), "dropped": dropped}
 
 
-def _kernel_time_ns(ancillary) -> int:
-    for level, kind, data in ancillary:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-            sec, nsec = struct.unpack("qq", data[:16])
-            return sec * 10**9 + nsec
-    return time.time_ns()
+def _read_ring(sock, ring, blocks: int, end: int, max_frames: int, frames: list, times: list) -> None:
+    """Take the ring's blocks in order until a frame the kernel saw after
+    end (or, with no traffic, until the last block has been retired)."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN | select.POLLERR)
+    block = 0
+    while len(frames) < max_frames:
+        base = block * RING_BLOCK_BYTES
+        if not struct.unpack_from("I", ring, base + 8)[0] & TP_STATUS_USER:       # block_status
+            if time.time_ns() > end + 3 * RING_BLOCK_TIMEOUT_MS * 1_000_000:
+                return
+            poller.poll(RING_BLOCK_TIMEOUT_MS)
+            continue
+        count, at = struct.unpack_from("2I", ring, base + 12)                     # num_pkts, first
+        at += base
+        for _ in range(count):
+            # struct tpacket3_hdr: next offset, sec, nsec, snaplen, len, status, mac offset
+            next_at, sec, nsec, snaplen, _, _, mac = struct.unpack_from("6IH", ring, at)
+            seen = sec * 10**9 + nsec
+            if seen > end or len(frames) == max_frames:
+                return
+            frames.append(ring[at + mac:at + mac + snaplen])
+            times.append(seen)
+            at += next_at
+        struct.pack_into("I", ring, base + 8, TP_STATUS_KERNEL)                 # back to the kernel
+        block = (block + 1) % blocks
 
 
 def queue_pairs(ifname: str, ifindex: int, stats_map_id: int, duration_s: float,

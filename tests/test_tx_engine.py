@@ -157,6 +157,8 @@ def test_a_pause_holds_the_qp_until_it_ends(setup):
     engine.run(duration_s=5)
     qp = engine.qps[QPN]
     assert len(wire.close()) == 2 and qp.pauses >= 1 and qp.log["sent_ns"][0] >= pause_end
+    assert qp.log["sent_ns"][0] - qp.log["held_ns"][0] <= pause_end - 19_000_000      # held from the start
+    assert qp.log["held_ns"][1] == 0
 
 
 def test_lossless_credit_bounds_bytes_in_flight_until_deliveries_free_it(setup):

@@ -119,10 +119,14 @@ enum tx_status tx_burst(struct tx_qp *qp, uint64_t lead_ns, uint64_t not_after, 
 		uint64_t pause = qp->n_pause ? paused_until(qp) : 0;
 		if (pause > now) {
 			qp->pauses++;
+			if (!qp->held_since)
+				qp->held_since = now;
 			*when = pause;
 			return TX_PAUSED;
 		}
 		if (qp->credit && credit_exhausted(qp->credit)) {
+			if (!qp->held_since)
+				qp->held_since = now;
 			*when = now;
 			return TX_NO_CREDIT;
 		}
@@ -155,7 +159,9 @@ enum tx_status tx_burst(struct tx_qp *qp, uint64_t lead_ns, uint64_t not_after, 
 			e->wire_bytes = f->len;
 			e->rate = (uint32_t)*qp->rate;
 			e->late_ns = (int64_t)(now - departure);
+			e->held_ns = qp->held_since ? now - qp->held_since : 0;
 		}
+		qp->held_since = 0;
 		if (qp->msg_sent >= qp->msg_len) {
 			*when = due_time(*qp->departure, lead_ns);
 			return TX_MESSAGE_DONE;

@@ -37,6 +37,8 @@ struct tx_log_entry {
 	uint32_t rate;			/* BPF rate after the packet, Q20 */
 	int64_t late_ns;		/* against the departure time (< 0: early, for
 				 * the kernel pacer to hold) */
+	uint64_t held_ns;		/* how long a pause or the lossless credit
+				 * held it: the network's wait, not the engine's */
 };
 
 struct tx_qp {
@@ -65,6 +67,7 @@ struct tx_qp {
 	uint64_t retransmits;			/* packets sent again (PSN below high_psn) */
 	uint32_t high_psn;			/* the PSN after the highest one sent */
 	uint32_t reserved;
+	uint64_t held_since;			/* when a pause or the credit began to hold it (0: not held) */
 };
 
 enum tx_status {
