@@ -45,6 +45,7 @@ SPIN_BELOW_NS = 500_000               # closer than this to a departure: spin, d
 MAX_BURST = 64                        # packets of one QP before C looks at the others
 SLICE_NS = 1_000_000                  # C returns at least this often, so until() runs
 ACK_POLL_NS = 20_000                  # with nothing to send, look for ACKs this often
+TIMEOUT_CHECK_NS = 1_000_000          # with a doorbell, look for retransmit timeouts this often
 TIMER_SPIN_NS = 100_000               # closer than this to a timer: spin, do not sleep
 MAX_SLOTS = 4096                      # sending QPs per engine
 PR_SET_TIMERSLACK = 29
@@ -104,6 +105,7 @@ class TxEngine:
         self._watches: dict[int, ReceiveWatch] = {}
         self._timers: list[tuple[int, int, object]] = []     # (due, order, fn): a heap
         self._order = itertools.count()
+
     @property
     def send_errors(self) -> int:
         """Packets the qdisc refused (lost)."""
@@ -215,6 +217,9 @@ class TxEngine:
         if qp.head is not None:
             self._push(qp, self._due_now(qp))
 
+    def _rewind_to_nak(self, qp: SendQp) -> None:
+        self._reposition(qp, functools.partial(qp.rewind, self._words[qp.qpn * QP_TX_WORDS + NAK_PSN_WORD]))
+
     def _take_acks(self, now: int) -> None:
         """ACKs complete messages; a NAK or a timeout rewinds a QP that is
         not sending (one that is sees its NAK in C)."""
@@ -233,7 +238,7 @@ class TxEngine:
                     self._reposition(qp, functools.partial(qp.seek, acked))   # the responder is ahead
             if qp.qpn not in self._queued:
                 if words[base + NAKS_WORD] != qp.c.naks_seen:
-                    self._reposition(qp, functools.partial(qp.rewind, words[base + NAK_PSN_WORD]))
+                    self._rewind_to_nak(qp)
                 elif qp.unacked and now - qp.armed_ns > qp.rto_ns:
                     qp.timeouts += 1
                     self._reposition(qp, functools.partial(qp.rewind, acked))
@@ -292,7 +297,7 @@ class TxEngine:
             if bell is None or bell[0] != self._sched.doorbell_seen or now >= look_at:
                 if bell is not None:
                     self._sched.doorbell_seen = bell[0]
-                look_at = now + ACK_POLL_NS               # timeouts need a look without a ring
+                look_at = now + TIMEOUT_CHECK_NS          # ACKs ring; timeouts do not
                 if self._outstanding:
                     self._take_acks(now)
                 if self._watches:
@@ -318,7 +323,7 @@ class TxEngine:
             elif status == TX_NAK:
                 qp = self._by_slot[slot.value]
                 self._queued.discard(qp.qpn)
-                self._reposition(qp, functools.partial(qp.rewind, self._words[qp.qpn * QP_TX_WORDS + NAK_PSN_WORD]))
+                self._rewind_to_nak(qp)
             elif status == TX_LOG_FULL:
                 self._by_slot[slot.value].grow_log()
             elif status == TX_IDLE:             # C spins the last SPIN_BELOW_NS itself; timers spin here

@@ -52,12 +52,10 @@ class FrameFactory:
                 opcode, self.dest_qp, 0, payload_len, addr=self.addr, ecn=roce.NOT_ECT,
                 ackreq=opcode in (roce.SEND_LAST, roce.SEND_ONLY, roce.WRITE_LAST, roce.WRITE_ONLY),
                 dma_len=dma_len))
-            masked = bytearray(b"\xff" * 8 + frame[roce.ETH_BYTES:-roce.ICRC_BYTES])
-            ip = 8
-            for at in (ip + 1, ip + 8, ip + 10, ip + 11, ip + 26, ip + 27, ip + 32):
-                masked[at] = 0xFF         # TOS, TTL, IP csum, UDP csum, FECN/BECN byte
-            base = _masked_icrc(masked, 0)
-            deltas = _psn_deltas(len(masked))
+            # built at PSN 0, the frame carries the ICRC at PSN 0; the
+            # masked copy the ICRC covers is 8 bytes of LRH, then IP to ICRC
+            base = int.from_bytes(frame[-roce.ICRC_BYTES:], "little")
+            deltas = _psn_deltas(8 + len(frame) - roce.ETH_BYTES - roce.ICRC_BYTES)
             buf = (ctypes.c_char * len(frame)).from_buffer(frame)
             t = TxFrame(bytes=ctypes.addressof(buf), len=len(frame), psn_at=PSN_AT, payload=payload_len,
                         icrc_base=base, psn_delta=(ctypes.c_uint32 * PSN_BITS)(*deltas))

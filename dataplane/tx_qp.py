@@ -122,7 +122,8 @@ class SendQp:
 
     @property
     def log(self) -> np.ndarray:
-        """Per packet sent: PACKET_LOG (send time, wire bytes, BPF rate, lateness)."""
+        """Per packet sent: PACKET_LOG (send time, wire bytes, BPF rate,
+        lateness, time a pause or the credit held it)."""
         return self._log[:self.c.log_len]
 
     def obey(self, pause_addresses: list[int], credit: PortCredit | None) -> None:

@@ -169,7 +169,7 @@ class Emulator:
         ACK arrived, the data's way and the ACK's), else 0."""
         if self.testbed.record.get("delay_method") != "endpoint":
             return 0
-        return self.plan.kind.links_one_way(self.plan, src, dst) * live_delay_ns(self.plan.scenario)
+        return self.plan.one_way_delay_ns(src, dst)
 
     def cnp_delay_ns(self, src: str, dst: str) -> int:
         """The feedback delay a CNP waits at the sender where the links add

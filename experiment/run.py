@@ -141,11 +141,13 @@ def _start_captures(testbed, ports: list[tuple[str, str]], seconds: float, folde
     def starter(node, peer):
         port = testbed.plan.port_towards(node, peer)
         path = str(folder / f"capture-{node}-{peer}.pcap")
-        # room for the whole capture should the reader fall behind: the line
-        # rate for the duration, twice over for the kernel's per-frame overhead
-        room = int(min(MAX_CAPTURE_BUFFER, max(probes.CAPTURE_BUFFER_BYTES, 2 * port.rate_bps / 8 * seconds)))
+        # a ring for the whole capture should the reader fall behind: the
+        # line rate for the duration, twice over for frame headers and the
+        # part of each block the kernel leaves unused when it retires it
+        ring = int(min(MAX_CAPTURE_BUFFER, max(probes.CAPTURE_BUFFER_BYTES, 2 * port.rate_bps / 8 * seconds)))
+        cpu = 1
         return lambda: children.append((path, start_in_netns(testbed.netns(node), probes.capture, port.ifname,
-                                                             seconds, MAX_CAPTURE_FRAMES, path, 1, room)))
+                                                             seconds, MAX_CAPTURE_FRAMES, path, cpu, ring)))
 
     return [starter(node, peer) for node, peer in ports], children
 
@@ -204,6 +206,6 @@ def main(scenario_path: str, results_root: str, state_dir: str | None, captures:
           f"of line; run {'valid' if summary['valid'] else 'INVALID: ' + summary['invalid_because']}")
     for name, got in summary["captures"].items():
         print(f"  captured {got['frames']:,} frames into {final / name}"
-              + (f" ({got['dropped']:,} more did not fit the socket's buffer)" if got["dropped"] else ""))
+              + (f" ({got['dropped']:,} more did not fit the capture ring)" if got["dropped"] else ""))
     print(f"results: {final}  (plot: {final / RATE_PLOT})")
     return 0 if summary["valid"] else 3

@@ -160,7 +160,6 @@ def capture(ifname: str, duration_s: float, max_frames: int, path: str, cpu: int
 
     pin_to_cpu(cpu)
     blocks = max(4, buffer_bytes // RING_BLOCK_BYTES)
-    frames, times = [], []
     with socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0) as sock:
         sock.setsockopt(SOL_PACKET, PACKET_VERSION, TPACKET_V3)
         sock.setsockopt(SOL_PACKET, PACKET_RX_RING, struct.pack(
@@ -171,7 +170,7 @@ def capture(ifname: str, duration_s: float, max_frames: int, path: str, cpu: int
         try:
             sock.bind((ifname, ETH_P_ALL))
             end = time.time_ns() + int(duration_s * 1e9)          # the kernel stamps CLOCK_REALTIME
-            _read_ring(sock, ring, blocks, end, max_frames, frames, times)
+            frames, times = _read_ring(sock, ring, blocks, end, max_frames)
             _, dropped, _ = struct.unpack("3I", sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 12))
         finally:
             ring.close()
@@ -179,17 +178,18 @@ def capture(ifname: str, duration_s: float, max_frames: int, path: str, cpu: int
     return {"frames": len(frames), "dropped": dropped}
 
 
-def _read_ring(sock, ring, blocks: int, end: int, max_frames: int, frames: list, times: list) -> None:
-    """Take the ring's blocks in order until a frame the kernel saw after
-    end (or, with no traffic, until the last block has been retired)."""
+def _read_ring(sock, ring, blocks: int, end: int, max_frames: int) -> tuple[list[bytes], list[int]]:
+    """Frames and their kernel times from the ring's blocks, in order, up
+    to a frame the kernel saw after end, max_frames, or (with no traffic)
+    the last block's retirement after end."""
     poller = select.poll()
     poller.register(sock, select.POLLIN | select.POLLERR)
-    block = 0
-    while len(frames) < max_frames:
+    frames, times, block = [], [], 0
+    while True:
         base = block * RING_BLOCK_BYTES
         if not struct.unpack_from("I", ring, base + 8)[0] & TP_STATUS_USER:       # block_status
             if time.time_ns() > end + 3 * RING_BLOCK_TIMEOUT_MS * 1_000_000:
-                return
+                return frames, times
             poller.poll(RING_BLOCK_TIMEOUT_MS)
             continue
         count, at = struct.unpack_from("2I", ring, base + 12)                     # num_pkts, first
@@ -199,7 +199,7 @@ def _read_ring(sock, ring, blocks: int, end: int, max_frames: int, frames: list,
             next_at, sec, nsec, snaplen, _, _, mac = struct.unpack_from("6IH", ring, at)
             seen = sec * 10**9 + nsec
             if seen > end or len(frames) == max_frames:
-                return
+                return frames, times
             frames.append(ring[at + mac:at + mac + snaplen])
             times.append(seen)
             at += next_at

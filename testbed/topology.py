@@ -110,7 +110,11 @@ class Plan:
         crosses before a switch can mark it. Exact when the first switch
         port on the path marks; one link's delay too long for each switch
         port crossed before a later one marks."""
-        return (2 * self.kind.links_one_way(self, src, dst) - 1) * live_delay_ns(self.scenario)
+        return 2 * self.one_way_delay_ns(src, dst) - live_delay_ns(self.scenario)
+
+    def one_way_delay_ns(self, src: str, dst: str) -> int:
+        """Live propagation delay from src to dst: its links' delays."""
+        return self.kind.links_one_way(self, src, dst) * live_delay_ns(self.scenario)
 
     def pfc_headroom_bytes(self) -> int:
         """What may reach a port after it pauses: the bytes on the wires of

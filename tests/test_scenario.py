@@ -142,6 +142,7 @@ def test_the_feedback_delay_is_the_round_trip_less_the_senders_link():
     other_leaf = next(h for h in ls.scenario.hosts if ls.host_switch[h] != ls.host_switch["h0"])
     assert ls.feedback_delay_ns("h0", same_leaf) == 3 * d
     assert ls.feedback_delay_ns("h0", other_leaf) == 7 * d                 # 8 links round trip
+    assert (tor.one_way_delay_ns("h0", "h3"), ls.one_way_delay_ns("h0", other_leaf)) == (2 * d, 4 * d)
 
 
 def _reachable(plan, src: str, dst_addr: str) -> bool:

@@ -79,16 +79,18 @@ static const struct tx_frame *next_frame(const struct tx_qp *qp)
 	return qp->msg_sent + qp->mtu >= qp->msg_len ? qp->last : qp->middle;
 }
 
-/* Send the head message's packets while the QP is due and no other QP is
- * due before it. A packet is due lead_ns before its departure time (the
- * kernel pacer holds it from there; 0 for the cooperative pacer); a due
- * time up to spin_ns ahead (and not after not_after, the other QPs'
- * earliest) is waited for here; at most max_packets per call. */
+/* nic_rx counted an ACK, NAK or message since Python last looked. */
 static int doorbell_rang(const struct tx_sched *s)
 {
 	return s->doorbell && *s->doorbell != s->doorbell_seen;
 }
 
+/* Send the head message's packets while the QP is due and no other QP is
+ * due before it. A packet is due lead_ns before its departure time (the
+ * kernel pacer holds it from there; 0 for the cooperative pacer); a due
+ * time up to spin_ns ahead (and not after not_after, the other QPs'
+ * earliest) is waited for here; at most max_packets per call. A NAK for
+ * the QP or the doorbell ends the burst. */
 enum tx_status tx_burst(struct tx_qp *qp, uint64_t lead_ns, uint64_t not_after, uint64_t spin_ns,
 			uint32_t max_packets, const struct tx_sched *s, uint64_t *when)
 {

@@ -83,15 +83,7 @@ static __always_inline int psn_at_or_after(__u32 a, __u32 b)
 	return ((b - a) & ROCE_PSN_MASK) < PSN_AHEAD_LIMIT;
 }
 
-/*
- * The RC responder's receive rule for one data packet of a QP (go-back-N):
- * only the expected PSN is taken; a packet ahead of it is dropped, and
- * the first of such a run NAKs the expected PSN; one behind it is a
- * duplicate, dropped. A taken or duplicate packet with AckReq is
- * acknowledged (the ACK repeats the last PSN taken, so a duplicate
- * recovers a lost ACK). A message completes when its LAST/ONLY packet is
- * taken.
- */
+/* Record when message msn completed in its slot of a stamp ring. */
 static __always_inline void nic_stamp(struct nic_stamp *ring, __u64 msn, __u64 now)
 {
 	struct nic_stamp *slot = &ring[msn & (NIC_STAMP_RING - 1)];
@@ -101,6 +93,15 @@ static __always_inline void nic_stamp(struct nic_stamp *ring, __u64 msn, __u64 n
 	slot->msn = msn;
 }
 
+/*
+ * The RC responder's receive rule for one data packet of a QP (go-back-N):
+ * only the expected PSN is taken; a packet ahead of it is dropped, and
+ * the first of such a run NAKs the expected PSN; one behind it is a
+ * duplicate, dropped. A taken or duplicate packet with AckReq is
+ * acknowledged (the ACK repeats the last PSN taken, so a duplicate
+ * recovers a lost ACK). A message completes when its LAST/ONLY packet is
+ * taken: stamped, and the doorbell rung.
+ */
 static __always_inline enum rx_reply nic_account_rx(struct qp_rx *rx, __u32 psn, __u32 bytes,
 						    __u8 opcode, int ackreq, int ce, __u64 now,
 						    struct nic_doorbell *bell)
@@ -154,23 +155,21 @@ static __always_inline __u32 nic_reply_psn(const struct qp_rx *rx, enum rx_reply
 static __always_inline void nic_take_ack(struct qp_tx *tx, __u32 psn, __u8 syndrome, __u32 msn,
 					 __u64 now, struct nic_doorbell *bell)
 {
-	__u32 acked = psn;
-	__u64 full_msn;
+	int ack = (syndrome & AETH_KIND_MASK) == 0;
+	__u32 acked = ack ? (psn + 1) & ROCE_PSN_MASK : psn, new_msns;
 
-	if ((syndrome & AETH_KIND_MASK) == 0)
-		acked = (psn + 1) & ROCE_PSN_MASK;
-	else if (syndrome != AETH_NAK_PSN_SEQ)
+	if (!ack && syndrome != AETH_NAK_PSN_SEQ)
 		return;			/* other NAKs: no such errors here */
 	if (psn_at_or_after((__u32)tx->acked_psn, acked))
 		tx->acked_psn = acked;
-	if ((syndrome & AETH_KIND_MASK) == 0) {
+	if (ack) {
 		tx->last_ack_ns = now;
 		__sync_fetch_and_add(&tx->acks, 1);
-		/* the 24-bit MSN, unwrapped against the last one */
-		full_msn = tx->acked_msn + ((msn - (__u32)tx->acked_msn) & ROCE_PSN_MASK);
-		if (full_msn != tx->acked_msn && ((msn - (__u32)tx->acked_msn) & ROCE_PSN_MASK) < PSN_AHEAD_LIMIT) {
-			nic_stamp(tx->acked, full_msn, now);
-			tx->acked_msn = full_msn;
+		/* messages the 24-bit MSN is ahead of the last one by */
+		new_msns = (msn - (__u32)tx->acked_msn) & ROCE_PSN_MASK;
+		if (new_msns && new_msns < PSN_AHEAD_LIMIT) {
+			tx->acked_msn += new_msns;
+			nic_stamp(tx->acked, tx->acked_msn, now);
 			__sync_fetch_and_add(&bell->events, 1);
 		}
 		return;
