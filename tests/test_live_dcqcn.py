@@ -306,14 +306,18 @@ def test_posted_messages_complete_at_the_receiver_in_order_and_whole():
 
 def _lossy_incast_of_messages(count: int, length: int):
     """Three senders into h3 through a 100 KB buffer, lossy: each posts
-    `count` messages and the engine runs until all are acknowledged."""
+    `count` messages and the engine runs until all are acknowledged. Links
+    at 250 Mb/s live, so that the one engine surely offers three times what
+    the port drains (at 1 Gb/s a busy machine's engine offered less, and
+    the buffer did not overflow)."""
     import time
 
     from experiment.emulator import Emulator
     from testbed import probes
     from testbed.isolated import run_in_netns
 
-    with _default_testbed(links={"buffer_bytes": 100_000}, pfc={"enabled": False}) as (scenario, testbed):
+    with _default_testbed(links={"buffer_bytes": 100_000, "rate_gbps": 25},
+                          pfc={"enabled": False}) as (scenario, testbed):
         emu = Emulator(testbed, scenario.live)
         try:
             qps = [emu.connect(src, "h3") for src in ("h0", "h1", "h2")]
