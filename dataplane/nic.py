@@ -159,6 +159,12 @@ class Nic:
     def cc_state(self, qpn: int):
         return self.cc(qpn).st
 
+    def fresh_cc(self, qpn: int) -> None:
+        """Start qpn's congestion control over: nic_tx initialises a zeroed
+        record at line rate on the next packet (the lock word is the
+        kernel's and not written)."""
+        self._set("qp_cc", qpn, QpCc())
+
     def reset(self, qps=range(MAX_QPS), procs=range(MAX_PROCS)) -> None:
         """Zero the per-QP and per-process entries (array maps cannot be
         emptied, only overwritten)."""

@@ -162,6 +162,8 @@ def main(scenario_path: str, results_root: str, state_dir: str | None, captures:
     try:
         scenario = load_scenario(scenario_path)
         capture_ports = _capture_ports(scenario, list(captures))
+        if scenario.jobs and capture_ports:
+            raise ValueError("--capture is for [traffic] scenarios; this one runs [[job]] tables")
         if not 0 < capture_s <= scenario.traffic.duration_s:
             raise ValueError(f"--capture-s must be in (0, traffic.duration_s], got {capture_s}")
     except ValueError as exc:           # ScenarioError included
@@ -169,6 +171,8 @@ def main(scenario_path: str, results_root: str, state_dir: str | None, captures:
         print(f"prc-emu: {kind}{exc}", file=sys.stderr)
         return 2
     store = StateStore(resolve_state_dir(state_dir))
+    if scenario.jobs:
+        return run_jobs(scenario, scenario_path, results_root, store)
     try:
         with Testbed.up(scenario, store, scenario_path=scenario_path) as testbed, \
                 ResultsWriter(Path(results_root), testbed.run_id) as out:
@@ -209,3 +213,59 @@ def main(scenario_path: str, results_root: str, state_dir: str | None, captures:
               + (f" ({got['dropped']:,} more did not fit the capture ring)" if got["dropped"] else ""))
     print(f"results: {final}  (plot: {final / RATE_PLOT})")
     return 0 if summary["valid"] else 3
+
+
+def run_jobs(scenario, scenario_path: str, results_root: str, store) -> int:
+    """The scenario's [[job]] tables on a fresh testbed: the workload runs
+    until its training jobs finish; results as experiment.workload_report
+    writes them."""
+    from experiment import workload_report
+    from experiment.workload_live import run_workload
+    from scenario.spec import ScenarioError
+    from testbed.builder import Interrupted, Testbed, TestbedError
+    from workload import events as ev
+
+    training = [j for j in scenario.jobs if j.foreground]
+    total = sum(j.iterations for j in training)
+    done = [0]
+
+    def progress(event) -> None:      # one line per finished training iteration
+        if event.kind == ev.ITERATION_END and event.rank == 0 and any(j.name == event.job for j in training):
+            done[0] += 1
+            print(f"\r  iterations {done[0]}/{total}", end="", flush=True)
+
+    try:
+        with Testbed.up(scenario, store, scenario_path=scenario_path) as testbed, \
+                ResultsWriter(Path(results_root), testbed.run_id) as out:
+            print(f"testbed {testbed.run_id} up; running {len(scenario.jobs)} jobs "
+                  f"({', '.join(f'{j.name}: {j.kind}, {j.ranks} ranks' for j in scenario.jobs)})", flush=True)
+            result = run_workload(testbed, scenario, progress=progress)
+            print()
+            out.json("config.json", {"scenario_path": scenario_path, "scenario": scenario,
+                                     "testbed": testbed.record})
+            out.json("versions.json", versions())
+            summary = workload_report.write(out, result, scenario)
+    except (TestbedError, ScenarioError) as exc:
+        print(f"prc-emu: {exc}", file=sys.stderr)
+        return 1
+    except Interrupted as exc:
+        print(f"prc-emu: interrupted by {exc}; testbed removed, no results written", file=sys.stderr)
+        return 128 + exc.signum
+    final = Path(results_root) / testbed.run_id
+    for name, job in summary["jobs"].items():
+        if "iteration_ms" in job:
+            it = job["iteration_ms"]
+            line = (f"  {name}: {job['iterations_measured']} iterations, mean {it.get('mean', 0):.1f} ms live "
+                    f"(p99 {it.get('p99', 0):.1f}, CV {it.get('cv', 0) * 100:.1f}%)")
+            if "amplification" in job:
+                line += (f"; straggler iterations +{job['straggler_slowdown_ms']:.1f} ms for "
+                         f"+{job['extra_compute_ms']:.1f} ms of compute (x{job['amplification']:.2f})")
+            print(line)
+        else:
+            share = job["throughput_during_training_comm_share_of_line"]
+            print(f"  {name} ({job['kind']}): {share * 100 if share is not None else float('nan'):.1f}% of line "
+                  "while training communicates")
+    print(f"  pauses {summary['pauses']}, retransmits {summary['retransmits']}; "
+          f"{'finished' if summary['finished'] else 'DID NOT FINISH'} in {summary['wall_s']:.1f} s")
+    print(f"results: {final}  (timeline: {final / workload_report.TIMELINE_PLOT})")
+    return 0 if summary["finished"] else 3

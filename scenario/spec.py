@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scenario.errors import ScenarioError, fail as _fail
+from scenario.job import JobSpec, parse_jobs
 from scenario.live import LIVE_TABLES, LiveCC, TrafficSpec, parse_live
 
 NATIVE_XDP_MAX_MTU = 3506   # veth refuses native XDP above this peer MTU (4 KiB pages)
@@ -46,6 +47,7 @@ class Scenario:
     pacer: str = "auto"         # as asked: auto, kernel (sch_fq) or cooperative
     live: LiveCC = LiveCC()     # [dcqcn], [ecn] and [pfc]
     traffic: TrafficSpec | None = None   # [traffic]; parse_scenario always fills it
+    jobs: tuple[JobSpec, ...] = ()      # [[job]]: a workload run instead of [traffic]'s flows
 
     @property
     def fabric_rate_gbps(self) -> float:
@@ -93,7 +95,7 @@ def _typed(values: dict, table: str) -> dict:
         if key not in schema:
             if table == "" and key in _SCHEMA:
                 _fail(key, "must be a table ([" + key + "])")
-            known = list(schema) + ([t for t in _SCHEMA if t] + list(LIVE_TABLES) if table == "" else [])
+            known = list(schema) + ([t for t in _SCHEMA if t] + list(LIVE_TABLES) + ["job"] if table == "" else [])
             _fail(full, f"unknown key (known: {', '.join(known)})")
         types = schema[key][0] if isinstance(schema[key][0], tuple) else (schema[key][0],)
         # TOML booleans are ints to Python; never accept them as numbers.
@@ -124,7 +126,8 @@ def _host_names(value, key="topology.hosts") -> tuple[str, ...]:
 
 
 def parse_scenario(data: dict) -> Scenario:
-    top = {k: v for k, v in data.items() if (k not in _SCHEMA or k == "") and k not in LIVE_TABLES}
+    top = {k: v for k, v in data.items()
+           if (k not in _SCHEMA or k == "") and k not in LIVE_TABLES and k != "job"}
     general = _typed(top, "")
     tables = {}
     for table in ("topology", "links", "emulation"):
@@ -196,7 +199,10 @@ def parse_scenario(data: dict) -> Scenario:
             _fail(key, f"the live rate ({live / 1e6:.3g} Mbit/s after dilation "
                   f"{scenario.dilation:g}) must be within 1 Mbit/s..40 Gbit/s")
     live_cc, traffic = parse_live(data, hosts, scenario.rate_gbps, mtu)
-    return dataclasses.replace(scenario, live=live_cc, traffic=traffic)
+    jobs = parse_jobs(data.get("job", []), hosts)
+    if jobs and "traffic" in data:
+        _fail("traffic", "a scenario has [traffic] flows or [[job]] tables, not both")
+    return dataclasses.replace(scenario, live=live_cc, traffic=traffic, jobs=jobs)
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -14,9 +14,10 @@ ALLOWED = {
     "scenario": set(),
     "dataplane": {"scenario"},
     "testbed": {"scenario", "dataplane"},
-    "control": {"scenario", "dataplane"},
-    "experiment": {"scenario", "dataplane", "testbed", "control"},
-    "cli": {"scenario", "dataplane", "testbed", "control", "experiment"},
+    "workload": {"scenario"},
+    "control": {"scenario", "dataplane", "workload"},
+    "experiment": {"scenario", "dataplane", "testbed", "workload", "control"},
+    "cli": {"scenario", "dataplane", "testbed", "workload", "control", "experiment"},
 }
 
 

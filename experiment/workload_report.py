@@ -1,0 +1,114 @@
+"""Results of a workload run: the event timeline and per-iteration CSVs,
+summary.json (iteration times, straggler iterations apart, amplification,
+background throughput while the training jobs communicate) and a
+timeline plot with one lane per rank."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from workload import events as ev
+from workload.stats import iterations, rate_during, summarize_job
+
+TIMELINE_PLOT = "timeline.png"
+EVENT_COLUMNS = ["time_ms", "job", "rank", "proc", "iteration", "event", "detail", "bytes_remaining"]
+ITERATION_COLUMNS = ["job", "iteration", "start_ms", "end_ms", "duration_ms", "extra_compute_ms",
+                     "comm_start_ms", "comm_end_ms"]
+
+
+def job_iterations(result, scenario) -> dict:
+    return {j.name: iterations(result.events, j, result.slowdowns[j.name], scenario.dilation)
+            for j in scenario.jobs if j.foreground}
+
+
+def summarize(result, scenario) -> dict:
+    its = job_iterations(result, scenario)
+    jobs = {}
+    comm_windows = [(i.comm_start_ns, i.comm_end_ns) for job_its in its.values() for i in job_its]
+    for job in scenario.jobs:
+        if job.foreground:
+            jobs[job.name] = summarize_job(job, its[job.name], scenario.dilation)
+        else:
+            during = rate_during(result.job_bytes.get(job.name, []), comm_windows)
+            series = result.job_bytes.get(job.name, [])
+            overall = rate_during(series, [(series[0][0], series[-1][0])]) if len(series) > 1 else None
+            jobs[job.name] = {
+                "kind": job.kind,
+                "throughput_during_training_comm_share_of_line":
+                    during * 8 / result.line_rate_bps if during is not None else None,
+                "throughput_overall_share_of_line": overall * 8 / result.line_rate_bps if overall else None}
+    return {"finished": result.finished, "wall_s": result.wall_s, "jobs": jobs,
+            "qp_state": {j.name: j.qp_state for j in scenario.jobs},
+            "lossless": scenario.live.red.lossless,
+            "pauses": result.pause_events, "paused_ms": result.paused_ns / 1e6,
+            "tail_drops": result.port_drops, "send_errors": result.send_errors,
+            "retransmits": sum(q["retransmits"] for q in result.qp_stats),
+            "timeouts": sum(q["timeouts"] for q in result.qp_stats),
+            "fresh_qp_starts": result.fresh_starts}
+
+
+def write(out, result, scenario) -> dict:
+    t0 = result.events[0].t_ns if result.events else 0
+    out.csv("timeline.csv", EVENT_COLUMNS,
+            ([f"{(e.t_ns - t0) / 1e6:.3f}", e.job, e.rank, e.proc, e.iteration, e.kind, e.detail,
+              e.bytes_remaining] for e in result.events))
+    its = job_iterations(result, scenario)
+    out.csv("iterations.csv", ITERATION_COLUMNS,
+            ([i.job, i.index, f"{(i.start_ns - t0) / 1e6:.3f}", f"{(i.end_ns - t0) / 1e6:.3f}",
+              f"{i.duration_ns / 1e6:.3f}", f"{i.extra_compute_ns / 1e6:.3f}",
+              f"{(i.comm_start_ns - t0) / 1e6:.3f}", f"{(i.comm_end_ns - t0) / 1e6:.3f}"]
+             for job_its in its.values() for i in job_its))
+    out.csv("connections.csv", list(result.qp_stats[0]) if result.qp_stats else ["job"],
+            (list(q.values()) for q in result.qp_stats))
+    summary = summarize(result, scenario)
+    out.json("summary.json", summary)
+    plot_timeline(result, scenario, out.dir / TIMELINE_PLOT)
+    return summary
+
+
+def _intervals(events, start_kind: str, end_kind: str):
+    """(rank lane key) -> [(start, end)] of the spans between two kinds."""
+    open_at, spans = {}, {}
+    for e in events:
+        key = (e.job, e.rank)
+        if e.kind == start_kind:
+            open_at[key] = e.t_ns
+        elif e.kind == end_kind and key in open_at:
+            spans.setdefault(key, []).append((open_at.pop(key), e.t_ns))
+    return spans
+
+
+def plot_timeline(result, scenario, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not result.events:
+        return
+    t0 = result.events[0].t_ns
+    lanes = sorted({(e.job, e.rank) for e in result.events}, key=lambda k: (k[0], k[1]))
+    row = {k: i for i, k in enumerate(lanes)}
+    fig, ax = plt.subplots(figsize=(11, 1.2 + 0.35 * len(lanes)))
+    for (kinds, color, label) in (((ev.COMPUTE_START, ev.COMPUTE_END), "tab:green", "compute"),
+                                  ((ev.STEP_START, ev.STEP_END), "tab:blue", "communication"),
+                                  ((ev.WAIT_START, ev.WAIT_END), "tab:orange", "waiting")):
+        first = True
+        for key, spans in _intervals(result.events, *kinds).items():
+            ax.broken_barh([((a - t0) / 1e6, (b - a) / 1e6) for a, b in spans], (row[key] - 0.4, 0.8),
+                           color=color, label=label if first else None)
+            first = False
+    for job in scenario.jobs:
+        for r, slow in enumerate(result.slowdowns[job.name]):
+            for it, s in enumerate(slow):
+                if s > 0:
+                    starts = [e.t_ns for e in result.events if e.job == job.name and e.rank == r
+                              and e.iteration == it and e.kind == ev.ITERATION_START]
+                    if starts:
+                        ax.plot((starts[0] - t0) / 1e6, row[job.name, r], marker="v", color="tab:red")
+    ax.set_yticks(range(len(lanes)), [f"{j} r{r}" for j, r in lanes])
+    ax.set_xlabel("time (ms, live)")
+    ax.set_title(f"{scenario.name}: ranks' phases (red marks: straggler iterations)")
+    ax.legend(loc="upper right", fontsize=8, ncol=3)
+    ax.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

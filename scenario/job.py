@@ -1,0 +1,292 @@
+"""[[job]] tables: the jobs whose traffic a run carries, in datacenter
+units (times in microseconds, scaled by the dilation live; bytes as they
+are). Pure data, validated here with one line naming the key; the schema
+is documented in docs/scenario.md.
+
+A `training` job is a hybrid-parallel job: TP x PP x DP ranks placed on
+hosts, a 1F1B pipeline of M microbatches, then a ring all-reduce of the
+gradients within each data-parallel group. An `onoff` job is a
+background job whose collective bursts come and go, one every period
+(from start_us on). A `bulk` job sends
+without pause (an always-on background)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from scenario.errors import fail as _fail
+
+JOB_KINDS = ("training", "onoff", "bulk")
+COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall")
+QP_STATES = ("persistent", "fresh")
+JOB_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,15}$")
+MAX_RANKS = 256               # the NIC's per-process hook table
+MAX_ITERATIONS = 100_000
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """What one rank computes and moves, in datacenter units."""
+
+    forward_us: float = 0.0         # compute per microbatch, forward
+    backward_us: float = 0.0        # ... and backward
+    activation_bytes: int = 0       # sent to the next stage per microbatch (gradients back: the same)
+    gradient_bytes: int = 0         # all-reduced over the data-parallel group per iteration
+    tp_bytes: int = 0               # all-reduced over the TP group after each F and B (0: none)
+    chunk_bytes: int = 1 << 20      # collectives post messages of at most this size
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """A scripted straggler: rank's compute takes (1 + slowdown) times as
+    long in the listed iterations (all of them: a persistent one)."""
+
+    rank: int
+    iterations: tuple[int, ...] | None     # None: every iteration
+    slowdown: float
+
+    @property
+    def persistent(self) -> bool:
+        return self.iterations is None
+
+
+@dataclass(frozen=True)
+class StochasticStragglers:
+    """Each rank starts an episode with this probability per iteration; an
+    episode lasts a uniform number of iterations in `duration` and slows
+    compute by a uniform factor in `slowdown`; drawn once from the job's
+    seed, so every policy sees the same ones."""
+
+    probability: float
+    duration: tuple[int, int]
+    slowdown: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    kind: str                       # training | onoff | bulk
+    hosts: tuple[str, ...]          # rank r runs on hosts[r // ranks_per_host]
+    ranks_per_host: int
+    tp: int
+    pp: int
+    dp: int
+    microbatches: int
+    iterations: int                 # training: how many; background: ignored (runs while others do)
+    warmup_iterations: int          # left out of the statistics
+    seed: int
+    qp_state: str                   # persistent | fresh (DCQCN state per message)
+    model: ModelProfile
+    stragglers: tuple[Straggler, ...] = ()
+    stochastic: StochasticStragglers | None = None
+    collective: str = "allreduce"   # onoff: the burst's collective
+    burst_bytes: int = 0            # onoff: the collective's buffer
+    period_us: float = 0.0          # onoff: a burst every period
+    start_us: float = 0.0           # first iteration or burst
+
+    @property
+    def ranks(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    def host_of(self, rank: int) -> str:
+        return self.hosts[rank // self.ranks_per_host]
+
+    def coords(self, rank: int) -> tuple[int, int, int]:
+        """(tp, dp, pp) index of a rank: TP varies fastest, then DP, then
+        PP (Megatron's order), so a TP group shares a host when it fits."""
+        return rank % self.tp, rank // self.tp % self.dp, rank // (self.tp * self.dp)
+
+    def rank_at(self, tp: int, dp: int, pp: int) -> int:
+        return tp + self.tp * (dp + self.dp * pp)
+
+    @property
+    def foreground(self) -> bool:
+        """A run ends when every foreground (training) job has finished."""
+        return self.kind == "training"
+
+
+_KEYS = {
+    "training": {"name", "kind", "hosts", "ranks_per_host", "tp", "pp", "dp", "microbatches", "iterations",
+                 "warmup_iterations", "seed", "qp_state", "model", "straggler", "stragglers", "start_us"},
+    "onoff": {"name", "kind", "hosts", "ranks_per_host", "seed", "qp_state", "collective", "burst_bytes",
+              "period_us", "start_us", "model"},
+    "bulk": {"name", "kind", "hosts", "ranks_per_host", "seed", "qp_state", "start_us", "model"},
+}
+_MODEL_KEYS = ("forward_us", "backward_us", "activation_bytes", "gradient_bytes", "tp_bytes", "chunk_bytes")
+
+
+def _int(key: str, value, low: int = 0, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        _fail(key, f"expected an integer, got {type(value).__name__} {value!r}")
+    if value < low or high is not None and value > high:
+        _fail(key, f"must be {low}..{high}, got {value}" if high is not None else f"must be >= {low}, got {value}")
+    return value
+
+
+def _num(key: str, value, low: float = 0.0) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        _fail(key, f"expected a number, got {type(value).__name__} {value!r}")
+    if value < low:
+        _fail(key, f"must be >= {low:g}, got {value}")
+    return float(value)
+
+
+def _range(key: str, value, kind, low) -> tuple:
+    if (not isinstance(value, list) or len(value) != 2 or any(isinstance(v, bool) for v in value)
+            or not all(isinstance(v, kind) for v in value)):
+        _fail(key, f"expected [low, high], got {value!r}")
+    if not low <= value[0] <= value[1]:
+        _fail(key, f"need {low} <= low <= high, got {value!r}")
+    return tuple(value)
+
+
+def _model(key: str, table) -> ModelProfile:
+    if not isinstance(table, dict):
+        _fail(key, "must be a table")
+    for k in table:
+        if k not in _MODEL_KEYS:
+            _fail(f"{key}.{k}", f"unknown key (known: {', '.join(_MODEL_KEYS)})")
+    times = {k: _num(f"{key}.{k}", table.get(k, 0.0)) for k in ("forward_us", "backward_us")}
+    sizes = {k: _int(f"{key}.{k}", table.get(k, getattr(ModelProfile, k))) for k in _MODEL_KEYS[2:]}
+    if sizes["chunk_bytes"] < 1:
+        _fail(f"{key}.chunk_bytes", f"must be >= 1, got {sizes['chunk_bytes']}")
+    return ModelProfile(**times, **sizes)
+
+
+def _stragglers(key: str, entries, ranks: int, iterations: int) -> tuple[Straggler, ...]:
+    if not isinstance(entries, list):
+        _fail(key, "must be an array of tables ([[job.straggler]])")
+    out = []
+    for i, entry in enumerate(entries):
+        where = f"{key}[{i}]"
+        if not isinstance(entry, dict):
+            _fail(where, "must be a table")
+        for k in entry:
+            if k not in ("rank", "iterations", "slowdown"):
+                _fail(f"{where}.{k}", "unknown key (known: rank, iterations, slowdown)")
+        for k in ("rank", "slowdown"):
+            if k not in entry:
+                _fail(f"{where}.{k}", "required")
+        rank = _int(f"{where}.rank", entry["rank"])
+        if rank >= ranks:
+            _fail(f"{where}.rank", f"the job has ranks 0..{ranks - 1}, got {rank}")
+        its = entry.get("iterations", "all")
+        if its == "all":
+            its = None
+        else:
+            if not isinstance(its, list) or not its:
+                _fail(f"{where}.iterations", f"expected a list of iteration indices or \"all\", got {its!r}")
+            its = tuple(_int(f"{where}.iterations", n, 0, iterations - 1) for n in its)
+        out.append(Straggler(rank, its, _num(f"{where}.slowdown", entry["slowdown"])))
+    return tuple(out)
+
+
+def _stochastic(key: str, table) -> StochasticStragglers:
+    if not isinstance(table, dict):
+        _fail(key, "must be a table")
+    for k in table:
+        if k not in ("probability", "duration", "slowdown"):
+            _fail(f"{key}.{k}", "unknown key (known: probability, duration, slowdown)")
+    p = _num(f"{key}.probability", table.get("probability", 0.0))
+    if p > 1:
+        _fail(f"{key}.probability", f"must be within 0..1, got {p}")
+    return StochasticStragglers(p, _range(f"{key}.duration", table.get("duration", [1, 1]), int, 1),
+                                _range(f"{key}.slowdown", table.get("slowdown", [0.5, 0.5]), (int, float), 0))
+
+
+def _hosts(key: str, value, hosts: tuple[str, ...]) -> tuple[str, ...]:
+    if value is None:
+        return hosts
+    if not isinstance(value, list) or not value:
+        _fail(key, "must be a non-empty list of host names")
+    for name in value:
+        if name not in hosts:
+            _fail(key, f"unknown host {name!r} (hosts: {', '.join(hosts)})")
+    if len(set(value)) != len(value):
+        _fail(key, "a host is listed twice")
+    return tuple(value)
+
+
+def _job(i: int, table, hosts: tuple[str, ...]) -> JobSpec:
+    where = f"job[{i}]"
+    if not isinstance(table, dict):
+        _fail(where, "must be a table ([[job]])")
+    kind = table.get("kind", "training")
+    if kind not in JOB_KINDS:
+        _fail(f"{where}.kind", f"must be one of {', '.join(JOB_KINDS)}, got {kind!r}")
+    for k in table:
+        if k not in _KEYS[kind]:
+            _fail(f"{where}.{k}", f"unknown key for a {kind} job (known: {', '.join(sorted(_KEYS[kind]))})")
+    name = table.get("name", f"job{i}")
+    if not isinstance(name, str) or not JOB_NAME.match(name):
+        _fail(f"{where}.name", f"{name!r} must be 1-16 of [a-z0-9_-], starting with a letter")
+    placed = _hosts(f"{where}.hosts", table.get("hosts"), hosts)
+    per_host = _int(f"{where}.ranks_per_host", table.get("ranks_per_host", 1), 1, 64)
+    slots = len(placed) * per_host
+    if kind == "training":
+        tp = _int(f"{where}.tp", table.get("tp", 1), 1)
+        pp = _int(f"{where}.pp", table.get("pp", 1), 1)
+        dp = _int(f"{where}.dp", table.get("dp", max(1, slots // (tp * pp))), 1)
+        if tp * pp * dp != slots:
+            _fail(f"{where}.dp", f"tp x pp x dp = {tp} x {pp} x {dp} = {tp * pp * dp} ranks, but "
+                  f"{len(placed)} hosts x {per_host} ranks_per_host place {slots}")
+    else:
+        tp, pp, dp = 1, 1, slots
+    if slots < 2:
+        _fail(f"{where}.hosts", "a job needs at least 2 ranks")
+    if slots > MAX_RANKS:
+        _fail(f"{where}.hosts", f"at most {MAX_RANKS} ranks, got {slots}")
+    iterations = _int(f"{where}.iterations", table.get("iterations", 10), 1, MAX_ITERATIONS)
+    warmup = _int(f"{where}.warmup_iterations", table.get("warmup_iterations", 1), 0)
+    if warmup >= iterations:
+        _fail(f"{where}.warmup_iterations", f"must be below iterations ({iterations}), got {warmup}")
+    qp_state = table.get("qp_state", "persistent")
+    if qp_state not in QP_STATES:
+        _fail(f"{where}.qp_state", f"must be one of {', '.join(QP_STATES)}, got {qp_state!r}")
+    model = _model(f"{where}.model", table.get("model", {}))
+    microbatches = _int(f"{where}.microbatches", table.get("microbatches", 1), 1, 1024)
+    job = dict(name=name, kind=kind, hosts=placed, ranks_per_host=per_host, tp=tp, pp=pp, dp=dp,
+               microbatches=microbatches, iterations=iterations, warmup_iterations=warmup,
+               seed=_int(f"{where}.seed", table.get("seed", 1)), qp_state=qp_state, model=model,
+               start_us=_num(f"{where}.start_us", table.get("start_us", 0.0)))
+    if kind == "training":
+        if model.forward_us + model.backward_us <= 0:
+            _fail(f"{where}.model.forward_us", "a training job needs compute (forward_us + backward_us > 0)")
+        if dp > 1 and model.gradient_bytes % dp:
+            _fail(f"{where}.model.gradient_bytes", f"{model.gradient_bytes} does not divide by dp = {dp}")
+        if tp > 1 and model.tp_bytes % tp:
+            _fail(f"{where}.model.tp_bytes", f"{model.tp_bytes} does not divide by tp = {tp}")
+        if pp > 1 and model.activation_bytes <= 0:
+            _fail(f"{where}.model.activation_bytes", "a pipeline (pp > 1) sends activations: must be > 0")
+        job["stragglers"] = _stragglers(f"{where}.straggler", table.get("straggler", []), slots, iterations)
+        if "stragglers" in table:
+            job["stochastic"] = _stochastic(f"{where}.stragglers", table["stragglers"])
+    elif kind == "onoff":
+        collective = table.get("collective", "allreduce")
+        if collective not in COLLECTIVES:
+            _fail(f"{where}.collective", f"must be one of {', '.join(COLLECTIVES)}, got {collective!r}")
+        burst = _int(f"{where}.burst_bytes", table.get("burst_bytes", 0), 1)
+        if burst % slots:
+            _fail(f"{where}.burst_bytes", f"{burst} does not divide by the job's {slots} ranks")
+        period = _num(f"{where}.period_us", table.get("period_us", 0.0))
+        if period <= 0:
+            _fail(f"{where}.period_us", "an on-off job needs a period (> 0)")
+        job.update(collective=collective, burst_bytes=burst, period_us=period)
+    return JobSpec(**job)
+
+
+def parse_jobs(entries, hosts: tuple[str, ...]) -> tuple[JobSpec, ...]:
+    """The [[job]] array: every job checked, names unique, at least one
+    training job if any job is given."""
+    if not isinstance(entries, list):
+        _fail("job", "must be an array of tables ([[job]])")
+    jobs = tuple(_job(i, table, hosts) for i, table in enumerate(entries))
+    names = [j.name for j in jobs]
+    for i, job in enumerate(jobs):
+        if names.index(job.name) != i:
+            _fail(f"job[{i}].name", f"duplicate job name {job.name!r}")
+    if jobs and not any(j.foreground for j in jobs):
+        _fail("job", "needs at least one training job (background jobs run while training runs)")
+    if sum(j.ranks for j in jobs) > MAX_RANKS:
+        _fail("job", f"at most {MAX_RANKS} ranks over all jobs (one NIC process each)")
+    return jobs

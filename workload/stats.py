@@ -1,0 +1,98 @@
+"""What a run's events say: each training iteration's time, which
+iterations had a straggler and how much compute it added, when the job
+communicated, and the statistics the results report (normal and straggler
+iterations apart, the straggler's slowdown against its extra compute)."""
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+
+from workload import events as ev
+
+
+@dataclass(frozen=True)
+class Iteration:
+    job: str
+    index: int
+    start_ns: int          # the first rank's start
+    end_ns: int            # the last rank's end
+    duration_ns: int       # from the previous iteration's end (or this one's start) to this end
+    extra_compute_ns: int  # the most compute a straggler added to one rank
+    comm_start_ns: int     # the first step of any rank's communication ...
+    comm_end_ns: int       # ... to the last one's end
+
+    @property
+    def straggler(self) -> bool:
+        return self.extra_compute_ns > 0
+
+
+def iterations(events, job, slowdowns: list[list[float]], dilation: float) -> list[Iteration]:
+    """The iterations of training job `job` that every rank finished."""
+    starts, ends = defaultdict(list), defaultdict(list)
+    comm = defaultdict(list)
+    for e in events:
+        if e.job != job.name:
+            continue
+        if e.kind == ev.ITERATION_START:
+            starts[e.iteration].append(e.t_ns)
+        elif e.kind == ev.ITERATION_END:
+            ends[e.iteration].append(e.t_ns)
+        elif e.kind in (ev.STEP_START, ev.STEP_END):
+            comm[e.iteration].append(e.t_ns)
+    compute_ns = job.microbatches * (job.model.forward_us + job.model.backward_us) * 1000 * dilation
+    out, previous_end = [], None
+    for k in sorted(ends):
+        if len(ends[k]) < job.ranks:
+            break
+        end = max(ends[k])
+        start = min(starts[k])
+        extra = max(slowdowns[r][k] for r in range(job.ranks)) * compute_ns
+        out.append(Iteration(job.name, k, start, end, end - (previous_end if previous_end is not None else start),
+                             int(extra), min(comm[k], default=end), max(comm[k], default=end)))
+        previous_end = end
+    return out
+
+
+def _ms(values_ns: list[int]) -> dict:
+    if not values_ns:
+        return {"n": 0}
+    ms = sorted(v / 1e6 for v in values_ns)
+    mean = statistics.fmean(ms)
+    return {"n": len(ms), "mean": mean, "p50": statistics.median(ms),
+            "p99": ms[min(len(ms) - 1, int(round(0.99 * (len(ms) - 1))))],
+            "cv": statistics.pstdev(ms) / mean if mean else 0.0}
+
+
+def summarize_job(job, its: list[Iteration], dilation: float) -> dict:
+    """Iteration times (live ms; datacenter = live / dilation) after the
+    warm-up, normal and straggler iterations apart; the straggler
+    iterations' slowdown over the normal mean, and that slowdown as a
+    multiple of the compute the straggler added (amplification: > 1 means
+    the job lost more than the straggler's own delay)."""
+    measured = [i for i in its if i.index >= job.warmup_iterations]
+    normal = [i.duration_ns for i in measured if not i.straggler]
+    late = [i for i in measured if i.straggler]
+    out = {"iterations_measured": len(measured), "warmup_iterations": job.warmup_iterations,
+           "iteration_ms": _ms([i.duration_ns for i in measured]), "normal_ms": _ms(normal),
+           "straggler_ms": _ms([i.duration_ns for i in late]),
+           "straggler_iterations": [i.index for i in late], "dilation": dilation}
+    if late and normal:
+        base = statistics.fmean(normal)
+        ratios = [(i.duration_ns - base) / i.extra_compute_ns for i in late]
+        out["extra_compute_ms"] = statistics.fmean(i.extra_compute_ns for i in late) / 1e6
+        out["straggler_slowdown_ms"] = statistics.fmean(i.duration_ns - base for i in late) / 1e6
+        out["amplification"] = statistics.fmean(ratios)
+    return out
+
+
+def rate_during(series: list[tuple[int, int]], windows: list[tuple[int, int]]) -> float | None:
+    """Mean rate (bytes/s) of a cumulative byte series over the union of
+    windows (each counted by the samples inside it); None without one."""
+    moved = spent = 0
+    for lo, hi in windows:
+        inside = [(t, b) for t, b in series if lo <= t <= hi]
+        if len(inside) >= 2:
+            moved += inside[-1][1] - inside[0][1]
+            spent += inside[-1][0] - inside[0][0]
+    return moved / (spent / 1e9) if spent else None
