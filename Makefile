@@ -12,6 +12,7 @@ demo: bootstrap
 	$(VENV)/bin/prc-emu doctor
 	$(VENV)/bin/prc-emu demo
 	$(VENV)/bin/prc-emu run examples/default.toml
+	$(VENV)/bin/prc-emu run examples/training.toml
 
 test: bootstrap
 	$(PY) -m pytest -q

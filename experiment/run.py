@@ -262,9 +262,9 @@ def run_jobs(scenario, scenario_path: str, results_root: str, store) -> int:
                          f"+{job['extra_compute_ms']:.1f} ms of compute (x{job['amplification']:.2f})")
             print(line)
         else:
-            share = job["throughput_during_training_comm_share_of_line"]
+            share = job["per_rank_share_of_line_during_training_comm"]
             print(f"  {name} ({job['kind']}): {share * 100 if share is not None else float('nan'):.1f}% of line "
-                  "while training communicates")
+                  "per rank while training communicates")
     print(f"  pauses {summary['pauses']}, retransmits {summary['retransmits']}; "
           f"{'finished' if summary['finished'] else 'DID NOT FINISH'} in {summary['wall_s']:.1f} s")
     print(f"results: {final}  (timeline: {final / workload_report.TIMELINE_PLOT})")

@@ -14,6 +14,7 @@ from dataplane.tx_engine import now_ns
 from experiment.emulator import Emulator
 from workload import events as ev
 from workload.driver import Workload
+from testbed.probes import backlog_drops
 from testbed.topology import live_rate_bps
 from workload.transport import Endpoint
 
@@ -83,6 +84,7 @@ class WorkloadResult:
     paused_ns: int = 0
     port_drops: int = 0
     send_errors: int = 0
+    backlog_drops: int = 0                                 # the receive CPUs' backlog overflowed (machine-wide)
     fresh_starts: int = 0
     finished: bool = False
     wall_s: float = 0.0
@@ -126,11 +128,13 @@ def run_workload(testbed, scenario, engine_cpu: int = 0, limit_s: float = 600.0,
                     result.job_bytes[name].append((now, sum(rx[q].delivered_bytes for q in qpns)))
             return workload.finished
 
+        backlog_before = backlog_drops()
         start = now_ns()
         workload.start()
         emu.engine.run(duration_s=limit_s, until=until)
         result.wall_s = (now_ns() - start) / 1e9
         result.finished = workload.finished
+        result.backlog_drops = backlog_drops() - backlog_before
         stats = emu.stats_view
         ports = [p.ifindex for node in testbed.plan.switches for p in testbed.plan.ports(node)]
         result.pause_events = sum(stats[i].pause_events for i in ports)

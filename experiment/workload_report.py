@@ -31,16 +31,17 @@ def summarize(result, scenario) -> dict:
             during = rate_during(result.job_bytes.get(job.name, []), comm_windows)
             series = result.job_bytes.get(job.name, [])
             overall = rate_during(series, [(series[0][0], series[-1][0])]) if len(series) > 1 else None
+            per_rank = job.ranks * result.line_rate_bps / 8        # each rank receives on one QP
             jobs[job.name] = {
                 "kind": job.kind,
-                "throughput_during_training_comm_share_of_line":
-                    during * 8 / result.line_rate_bps if during is not None else None,
-                "throughput_overall_share_of_line": overall * 8 / result.line_rate_bps if overall else None}
+                "per_rank_share_of_line_during_training_comm": during / per_rank if during is not None else None,
+                "per_rank_share_of_line_overall": overall / per_rank if overall else None}
     return {"finished": result.finished, "wall_s": result.wall_s, "jobs": jobs,
             "qp_state": {j.name: j.qp_state for j in scenario.jobs},
             "lossless": scenario.live.red.lossless,
             "pauses": result.pause_events, "paused_ms": result.paused_ns / 1e6,
             "tail_drops": result.port_drops, "send_errors": result.send_errors,
+            "receive_backlog_drops": result.backlog_drops,
             "retransmits": sum(q["retransmits"] for q in result.qp_stats),
             "timeouts": sum(q["timeouts"] for q in result.qp_stats),
             "fresh_qp_starts": result.fresh_starts}
@@ -66,7 +67,8 @@ def write(out, result, scenario) -> dict:
 
 
 def _intervals(events, start_kind: str, end_kind: str):
-    """(rank lane key) -> [(start, end)] of the spans between two kinds."""
+    """(job, rank) -> [(start, end)] of the spans between two kinds; one
+    still open at the end (a bulk job's endless step) ends with the run."""
     open_at, spans = {}, {}
     for e in events:
         key = (e.job, e.rank)
@@ -74,6 +76,8 @@ def _intervals(events, start_kind: str, end_kind: str):
             open_at[key] = e.t_ns
         elif e.kind == end_kind and key in open_at:
             spans.setdefault(key, []).append((open_at.pop(key), e.t_ns))
+    for key, t in open_at.items():
+        spans.setdefault(key, []).append((t, events[-1].t_ns))
     return spans
 
 

@@ -244,3 +244,12 @@ def qdisc_drops(ifname: str) -> int:
         idx = ipr.link_lookup(ifname=ifname)[0]
         return sum(q.get_attr("TCA_STATS2").get_attr("TCA_STATS_QUEUE")["drops"]
                    for q in ipr.get_qdiscs(idx) if q.get_attr("TCA_KIND") == "bfifo")
+
+
+def backlog_drops() -> int:
+    """Packets the kernel dropped because a CPU's receive backlog was full
+    (netdev_max_backlog), summed over CPUs since boot: machine-wide, so a
+    run reports the difference across it. veth delivery queues there; a
+    loss the switch model did not make shows up here."""
+    with open("/proc/net/softnet_stat") as f:
+        return sum(int(line.split()[1], 16) for line in f if line.strip())

@@ -1,0 +1,124 @@
+"""Training jobs on the live testbed: ranks own QPs, ring steps wait on
+real completions, receivers' byte counters see what the algorithm says,
+and `prc-emu run` writes the workload's results."""
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from testbed.isolated import run_sandboxed
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = [pytest.mark.root, pytest.mark.bcc, pytest.mark.netns]
+GRADIENT = 2_000_000
+ITERATIONS = 4
+
+
+def _jobs(background: str = "onoff") -> str:
+    text = f"""
+[topology]
+hosts = 4
+[[job]]
+name = "train"
+iterations = {ITERATIONS}
+[job.model]
+forward_us = 200
+backward_us = 300
+gradient_bytes = {GRADIENT}
+chunk_bytes = 262144
+[[job.straggler]]
+rank = 2
+iterations = [2]
+slowdown = 0.4
+"""
+    if background == "onoff":
+        text += """
+[[job]]
+name = "bg"
+kind = "onoff"
+burst_bytes = 1000000
+period_us = 700
+collective = "alltoall"
+[job.model]
+chunk_bytes = 131072
+"""
+    return text
+
+
+def _live(text: str):
+    import tomllib
+
+    from experiment.workload_live import run_workload
+    from scenario.spec import parse_scenario
+    from testbed.builder import Testbed
+    from testbed.state import StateStore
+
+    scenario = parse_scenario(tomllib.loads(text))
+    with tempfile.TemporaryDirectory() as state, Testbed.up(scenario, StateStore(state)) as testbed:
+        return run_workload(testbed, scenario, limit_s=60)
+
+
+def test_ring_allreduce_ranks_own_their_qps_and_steps_wait_on_completions():
+    from workload import events as ev
+
+    result = run_sandboxed(_live, _jobs(), timeout_s=300)
+    assert result.finished
+    train = [q for q in result.qp_stats if q["job"] == "train"]
+    # each rank sends 2(n-1)/n of the buffer per iteration, counted by the receivers' nic_rx
+    assert sorted((q["src_rank"], q["dst_rank"]) for q in train) == [(0, 1), (1, 2), (2, 3), (3, 0)]
+    assert all(q["payload_received"] == ITERATIONS * 2 * 3 * GRADIENT // 4 for q in train), train
+    bg = [q for q in result.qp_stats if q["job"] == "bg"]
+    assert len(bg) == 12 and all(q["payload_received"] % 250_000 == 0 and q["payload_received"] > 0 for q in bg)
+    # every rank is a NIC process of its own: 4 training ranks, then 4 background ranks
+    assert sorted(result.procs) == list(range(8))
+    assert {result.procs[p] for p in range(4)} == {("train", r) for r in range(4)}
+    # a ring step ends only after its data is visible and its send acknowledged:
+    # no rank's step ends before its left neighbour began that step
+    starts, ends = {}, {}
+    for e in result.events:
+        if e.job == "train" and e.kind in (ev.STEP_START, ev.STEP_END):
+            (starts if e.kind == ev.STEP_START else ends)[e.rank, e.iteration, e.detail] = e.t_ns
+    assert len(ends) == ITERATIONS * 4 * 6
+    for (rank, it, detail), t_end in ends.items():
+        left = (rank - 1) % 4
+        assert t_end > starts[left, it, detail], (rank, it, detail)
+    # the straggler's extra compute shows in its iteration only
+    computes = [e for e in result.events if e.job == "train" and e.rank == 2 and e.kind in
+                (ev.COMPUTE_START, ev.COMPUTE_END)]
+    spans = {}
+    for a, b in zip(computes[::2], computes[1::2]):
+        spans.setdefault(a.iteration, 0)
+        spans[a.iteration] += b.t_ns - a.t_ns
+    assert spans[2] == pytest.approx(1.4 * spans[1], rel=0.02)
+
+
+def test_run_writes_the_workload_results(tmp_path):
+    def cli(tmp: str, text: str):
+        scenario = Path(tmp) / "jobs.toml"
+        scenario.write_text(text)
+        proc = subprocess.run([sys.executable, "-m", "cli.main", "run", str(scenario), "--results",
+                               tmp + "/results", "--state-dir", tmp + "/state"], cwd=REPO,
+                              capture_output=True, text=True, timeout=200)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    rc, out, err = run_sandboxed(cli, str(tmp_path), _jobs(), timeout_s=300)
+    assert rc == 0, out + err
+    (folder,) = (tmp_path / "results").iterdir()
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "config.json", "connections.csv", "iterations.csv", "summary.json", "timeline.csv", "timeline.png",
+        "versions.json"]
+    summary = json.loads((folder / "summary.json").read_text())
+    train = summary["jobs"]["train"]
+    assert summary["finished"] and train["iterations_measured"] == ITERATIONS - 1
+    assert train["straggler_iterations"] == [2] and train["extra_compute_ms"] == pytest.approx(0.4 * 500 * 100 / 1000)
+    assert train["normal_ms"]["n"] == 2 and train["straggler_ms"]["mean"] > train["normal_ms"]["mean"]
+    assert 0 < summary["jobs"]["bg"]["per_rank_share_of_line_overall"] <= 1.05
+    rows = (folder / "iterations.csv").read_text().splitlines()
+    assert len(rows) == 1 + ITERATIONS and rows[0].startswith("job,iteration,start_ms")
+    events = (folder / "timeline.csv").read_text().splitlines()
+    assert events[0] == "time_ms,job,rank,proc,iteration,event,detail,bytes_remaining"
+    assert sum(",train,0,0,0,step_end," in line for line in events) == 6
+    assert (folder / "timeline.png").read_bytes()[:4] == b"\x89PNG"
