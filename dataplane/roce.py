@@ -19,9 +19,12 @@ from scapy.packet import Packet, Raw, bind_layers
 
 ROCE_V2_UDP_PORT = 4791
 ETH_BYTES = 14
+IPV4_BYTES = 20
 UDP_BYTES = 8
 BTH_BYTES = 12
+RETH_BYTES = 16
 ICRC_BYTES = 4
+DATA_HEADER_BYTES = ETH_BYTES + IPV4_BYTES + UDP_BYTES + BTH_BYTES + ICRC_BYTES    # around each packet's payload
 QPN_MASK = 0xFFFFFF
 PSN_MASK = 0xFFFFFF
 
@@ -55,6 +58,12 @@ class RETH(Packet):
 
 for _op in RETH_OPCODES:
     bind_layers(BTH, RETH, opcode=_op)
+
+
+def write_payload_bytes(frame_bytes: int, packets: int, messages: int) -> int:
+    """The payload in frame_bytes of `packets` RDMA WRITE packets that make
+    up `messages` whole messages (a RETH on each one's first packet)."""
+    return frame_bytes - DATA_HEADER_BYTES * packets - RETH_BYTES * messages
 
 
 @dataclass(frozen=True)

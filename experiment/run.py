@@ -152,10 +152,33 @@ def _start_captures(testbed, ports: list[tuple[str, str]], seconds: float, folde
     return [starter(node, peer) for node, peer in ports], children
 
 
+def _on_testbed(scenario, scenario_path: str, results_root: str, store, body):
+    """Bring up a testbed for scenario, run body(testbed, out) -> summary
+    into a results folder with the resolved config and versions, and take
+    it down: (results folder, summary), or the exit code of a failure
+    (nothing written then)."""
+    from scenario.spec import ScenarioError
+    from testbed.builder import Interrupted, Testbed, TestbedError
+
+    try:
+        with Testbed.up(scenario, store, scenario_path=scenario_path) as testbed, \
+                ResultsWriter(Path(results_root), testbed.run_id) as out:
+            summary = body(testbed, out)
+            out.json("config.json", {"scenario_path": scenario_path, "scenario": scenario,
+                                     "testbed": testbed.record})
+            out.json("versions.json", versions())
+    except (TestbedError, ScenarioError) as exc:
+        print(f"prc-emu: {exc}", file=sys.stderr)
+        return 1
+    except Interrupted as exc:
+        print(f"prc-emu: interrupted by {exc}; testbed removed, no results written", file=sys.stderr)
+        return 128 + exc.signum
+    return Path(results_root) / testbed.run_id, summary
+
+
 def main(scenario_path: str, results_root: str, state_dir: str | None, captures: list[str] = (),
          capture_s: float = 0.5) -> int:
     from experiment.live_run import run_flows
-    from testbed.builder import Interrupted, Testbed, TestbedError
     from scenario.spec import ScenarioError, load_scenario
     from testbed.state import StateStore, state_dir as resolve_state_dir
 
@@ -173,35 +196,30 @@ def main(scenario_path: str, results_root: str, state_dir: str | None, captures:
     store = StateStore(resolve_state_dir(state_dir))
     if scenario.jobs:
         return run_jobs(scenario, scenario_path, results_root, store)
-    try:
-        with Testbed.up(scenario, store, scenario_path=scenario_path) as testbed, \
-                ResultsWriter(Path(results_root), testbed.run_id) as out:
-            print(f"testbed {testbed.run_id} up; sending {len(scenario.traffic.flows)} flows for "
-                  f"{scenario.traffic.duration_s:g} s", flush=True)
-            starts, children = _start_captures(testbed, capture_ports, capture_s, out.dir)
-            # captures begin with the steady state
-            result = run_flows(testbed, scenario.live, list(scenario.traffic.flows),
-                               scenario.traffic.duration_s, scenario.traffic.sample_every_s,
-                               settle_s=scenario.traffic.settle_s,
-                               during=[(scenario.traffic.settle_s, start) for start in starts])
-            out.json("config.json", {"scenario_path": scenario_path, "scenario": scenario,
-                                     "testbed": testbed.record})
-            out.json("versions.json", versions())
-            out.csv("flows.csv", FLOW_COLUMNS, _rows(result, result.line_rate_bps / 1e6))
-            out.csv("queues.csv", ["sample", "port_ifindex", "model_queue_bytes"],
-                    ([i, port, q] for port, qs in result.queue_samples.items() for i, q in enumerate(qs)))
-            summary = summarize(result, scenario)
-            summary["captures"] = {Path(path).name: child.result(timeout_s=capture_s + 60)
-                                   for path, child in children}
-            out.json("summary.json", summary)
-            plot(result, scenario, out.dir / RATE_PLOT)
-    except (TestbedError, ScenarioError) as exc:
-        print(f"prc-emu: {exc}", file=sys.stderr)
-        return 1
-    except Interrupted as exc:
-        print(f"prc-emu: interrupted by {exc}; testbed removed, no results written", file=sys.stderr)
-        return 128 + exc.signum
-    final = Path(results_root) / testbed.run_id
+
+    def flows(testbed, out) -> dict:
+        print(f"testbed {testbed.run_id} up; sending {len(scenario.traffic.flows)} flows for "
+              f"{scenario.traffic.duration_s:g} s", flush=True)
+        starts, children = _start_captures(testbed, capture_ports, capture_s, out.dir)
+        # captures begin with the steady state
+        result = run_flows(testbed, scenario.live, list(scenario.traffic.flows),
+                           scenario.traffic.duration_s, scenario.traffic.sample_every_s,
+                           settle_s=scenario.traffic.settle_s,
+                           during=[(scenario.traffic.settle_s, start) for start in starts])
+        out.csv("flows.csv", FLOW_COLUMNS, _rows(result, result.line_rate_bps / 1e6))
+        out.csv("queues.csv", ["sample", "port_ifindex", "model_queue_bytes"],
+                ([i, port, q] for port, qs in result.queue_samples.items() for i, q in enumerate(qs)))
+        summary = summarize(result, scenario)
+        summary["captures"] = {Path(path).name: child.result(timeout_s=capture_s + 60)
+                               for path, child in children}
+        out.json("summary.json", summary)
+        plot(result, scenario, out.dir / RATE_PLOT)
+        return summary
+
+    ran = _on_testbed(scenario, scenario_path, results_root, store, flows)
+    if isinstance(ran, int):
+        return ran
+    final, summary = ran
     for f in summary["flows"]:
         print(f"  {f['flow']:<10} {f['share_of_line'] * 100:5.1f}% of line  "
               f"({f['delivered_gbps_datacenter']:.1f} Gb/s datacenter, {f['delivered_mbps_live']:.0f} Mb/s live)  "
@@ -221,37 +239,28 @@ def run_jobs(scenario, scenario_path: str, results_root: str, store) -> int:
     writes them."""
     from experiment import workload_report
     from experiment.workload_live import run_workload
-    from scenario.spec import ScenarioError
-    from testbed.builder import Interrupted, Testbed, TestbedError
     from workload import events as ev
 
-    training = [j for j in scenario.jobs if j.foreground]
-    total = sum(j.iterations for j in training)
+    training = {j.name for j in scenario.jobs if j.foreground}
+    total = sum(j.iterations for j in scenario.jobs if j.foreground)
     done = [0]
 
-    def progress(event) -> None:      # one line per finished training iteration
-        if event.kind == ev.ITERATION_END and event.rank == 0 and any(j.name == event.job for j in training):
+    def progress(event) -> None:      # the count of finished training iterations, on one line
+        if event.kind == ev.ITERATION_END and event.rank == 0 and event.job in training:
             done[0] += 1
             print(f"\r  iterations {done[0]}/{total}", end="", flush=True)
 
-    try:
-        with Testbed.up(scenario, store, scenario_path=scenario_path) as testbed, \
-                ResultsWriter(Path(results_root), testbed.run_id) as out:
-            print(f"testbed {testbed.run_id} up; running {len(scenario.jobs)} jobs "
-                  f"({', '.join(f'{j.name}: {j.kind}, {j.ranks} ranks' for j in scenario.jobs)})", flush=True)
-            result = run_workload(testbed, scenario, progress=progress)
-            print()
-            out.json("config.json", {"scenario_path": scenario_path, "scenario": scenario,
-                                     "testbed": testbed.record})
-            out.json("versions.json", versions())
-            summary = workload_report.write(out, result, scenario)
-    except (TestbedError, ScenarioError) as exc:
-        print(f"prc-emu: {exc}", file=sys.stderr)
-        return 1
-    except Interrupted as exc:
-        print(f"prc-emu: interrupted by {exc}; testbed removed, no results written", file=sys.stderr)
-        return 128 + exc.signum
-    final = Path(results_root) / testbed.run_id
+    def jobs(testbed, out) -> dict:
+        print(f"testbed {testbed.run_id} up; running {len(scenario.jobs)} jobs "
+              f"({', '.join(f'{j.name}: {j.kind}, {j.ranks} ranks' for j in scenario.jobs)})", flush=True)
+        result = run_workload(testbed, scenario, progress=progress)
+        print()
+        return workload_report.write(out, result, scenario)
+
+    ran = _on_testbed(scenario, scenario_path, results_root, store, jobs)
+    if isinstance(ran, int):
+        return ran
+    final, summary = ran
     for name, job in summary["jobs"].items():
         if "iteration_ms" in job:
             it = job["iteration_ms"]

@@ -12,22 +12,13 @@ from dataclasses import dataclass, field
 from dataplane import roce
 from dataplane.tx_engine import now_ns
 from experiment.emulator import Emulator
-from workload import events as ev
-from workload.driver import Workload
 from testbed.probes import backlog_drops
 from testbed.topology import live_rate_bps
+from workload import events as ev
+from workload.driver import Workload
 from workload.transport import Endpoint
 
 SAMPLE_EVERY_NS = 2_000_000         # per-job delivered bytes, for throughput over time
-IPV4_BYTES = 20
-# frame bytes around a data packet's payload, and the RETH a WRITE's first packet adds
-PACKET_OVERHEAD = roce.ETH_BYTES + IPV4_BYTES + roce.UDP_BYTES + roce.BTH_BYTES + roce.ICRC_BYTES
-RETH_BYTES = 16
-
-
-def payload_bytes(rx) -> int:
-    """Payload a receiving QP took in order (nic_rx counts frame bytes)."""
-    return rx.delivered_bytes - PACKET_OVERHEAD * rx.delivered_packets - RETH_BYTES * rx.messages
 
 
 class LiveTransport:
@@ -98,6 +89,7 @@ def run_workload(testbed, scenario, engine_cpu: int = 0, limit_s: float = 600.0,
     if engine_cpu not in affinity:
         engine_cpu = None
     emu = Emulator(testbed, live, engine_cpu)
+    emu.engine.log_packets = False      # no per-packet fidelity log: a workload run reports none
     if engine_cpu is not None:
         os.sched_setaffinity(0, {engine_cpu})
     try:
@@ -146,7 +138,8 @@ def run_workload(testbed, scenario, engine_cpu: int = 0, limit_s: float = 600.0,
             qp, r = emu.engine.qps[send_qpn], rx[recv_qpn]
             result.qp_stats.append({"job": result.procs[src_proc][0], "src_rank": result.procs[src_proc][1],
                                     "dst_rank": result.procs[dst_proc][1], "send_qpn": send_qpn,
-                                    "payload_received": payload_bytes(r), "messages_received": r.messages,
+                                    "payload_received": roce.write_payload_bytes(r.delivered_bytes, r.delivered_packets,
+                                                                                r.messages), "messages_received": r.messages,
                                     "retransmits": qp.retransmits, "timeouts": qp.timeouts,
                                     "naks": r.naks_sent, "cnps": r.cnps_sent, "ce_packets": r.ce_packets})
         return result

@@ -20,8 +20,8 @@ def job_iterations(result, scenario) -> dict:
             for j in scenario.jobs if j.foreground}
 
 
-def summarize(result, scenario) -> dict:
-    its = job_iterations(result, scenario)
+def summarize(result, scenario, its: dict) -> dict:
+    """its: job_iterations()."""
     jobs = {}
     comm_windows = [(i.comm_start_ns, i.comm_end_ns) for job_its in its.values() for i in job_its]
     for job in scenario.jobs:
@@ -60,7 +60,7 @@ def write(out, result, scenario) -> dict:
              for job_its in its.values() for i in job_its))
     out.csv("connections.csv", list(result.qp_stats[0]) if result.qp_stats else ["job"],
             (list(q.values()) for q in result.qp_stats))
-    summary = summarize(result, scenario)
+    summary = summarize(result, scenario, its)
     out.json("summary.json", summary)
     plot_timeline(result, scenario, out.dir / TIMELINE_PLOT)
     return summary
@@ -100,14 +100,15 @@ def plot_timeline(result, scenario, path: Path) -> None:
             ax.broken_barh([((a - t0) / 1e6, (b - a) / 1e6) for a, b in spans], (row[key] - 0.4, 0.8),
                            color=color, label=label if first else None)
             first = False
+    first_start = {}
+    for e in result.events:
+        if e.kind == ev.ITERATION_START:
+            first_start.setdefault((e.job, e.rank, e.iteration), e.t_ns)
     for job in scenario.jobs:
         for r, slow in enumerate(result.slowdowns[job.name]):
             for it, s in enumerate(slow):
-                if s > 0:
-                    starts = [e.t_ns for e in result.events if e.job == job.name and e.rank == r
-                              and e.iteration == it and e.kind == ev.ITERATION_START]
-                    if starts:
-                        ax.plot((starts[0] - t0) / 1e6, row[job.name, r], marker="v", color="tab:red")
+                if s > 0 and (job.name, r, it) in first_start:
+                    ax.plot((first_start[job.name, r, it] - t0) / 1e6, row[job.name, r], marker="v", color="tab:red")
     ax.set_yticks(range(len(lanes)), [f"{j} r{r}" for j, r in lanes])
     ax.set_xlabel("time (ms, live)")
     ax.set_title(f"{scenario.name}: ranks' phases (red marks: straggler iterations)")

@@ -10,7 +10,8 @@ import pytest
 
 from scenario.spec import ScenarioError, parse_scenario
 from workload import events as ev
-from workload.collectives import bytes_sent
+from scenario.job import COLLECTIVES
+from workload.collectives import KINDS, bytes_sent
 from workload.driver import Workload
 from workload.ideal import IdealTransport
 from workload.programs import one_f_one_b
@@ -114,6 +115,10 @@ def test_ring_allreduce_moves_2_n_minus_1_over_n_of_the_buffer_per_rank():
     assert set(transport.delivered) == {(0, 1), (1, 2), (2, 3), (3, 0)}
 
 
+def test_every_collective_a_scenario_names_is_one_the_workload_runs():
+    assert set(COLLECTIVES) == set(KINDS)
+
+
 @pytest.mark.parametrize("collective,steps", [("allreduce", 6), ("allgather", 3), ("reducescatter", 3),
                                               ("alltoall", 3)])
 def test_background_collectives_send_what_their_algorithm_says(collective, steps):
@@ -171,13 +176,13 @@ def test_stochastic_stragglers_come_from_the_seed_within_their_ranges():
     assert values and all(0.2 <= v <= 0.4 for v in values)
     slow_fraction = len(values) / (4 * 200)
     assert 0.1 < slow_fraction < 0.35          # p = 0.1 per free iteration, 2-3 iterations each
-    assert all(transient(job, table, r) for r in range(4) if any(table[r]))
+    assert all(transient(table, r) for r in range(4) if any(table[r]))
 
 
 def test_a_persistent_straggler_is_slow_in_every_iteration():
     job = _scenario(_train(straggler=[{"rank": 0, "iterations": "all", "slowdown": 0.2}])).jobs[0]
     table = slowdowns(job)
-    assert table[0] == [0.2] * 4 and not transient(job, table, 0)
+    assert table[0] == [0.2] * 4 and not transient(table, 0)
 
 
 def test_events_report_bytes_remaining_down_to_zero():

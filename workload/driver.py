@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from workload import events as ev
 from workload.futures import Process
-from workload.programs import PROGRAMS, groups
+from workload.programs import PROGRAMS, peers
 from workload.rank import Mailbox, RankContext
 from workload.stragglers import slowdowns
 from workload.transport import Endpoint
@@ -22,14 +22,14 @@ class Workload:
         self.bus = bus or ev.EventBus()
         self.mailbox = Mailbox()
         self.start_ns = 0
-        self.slowdowns = {j.name: slowdowns(j) if j.kind == "training" else [[0.0]] * j.ranks for j in jobs}
+        self.slowdowns = {j.name: slowdowns(j) for j in jobs}
         self.ranks: dict[tuple[str, int], RankContext] = {}
         proc = 0
         for job in jobs:
             for rank in range(job.ranks):
                 self.ranks[job.name, rank] = RankContext(self, job, rank, proc, self.slowdowns[job.name][rank])
                 proc += 1
-        self._processes: dict[tuple[str, int], Process] = {}
+        self._training_left = sum(j.ranks for j in jobs if j.foreground)     # ranks not yet done
 
     def endpoint(self, job: str, rank: int) -> Endpoint:
         return self.ranks[job, rank].endpoint
@@ -44,34 +44,20 @@ class Workload:
         pairs = []
         for job in self.jobs.values():
             for rank in range(job.ranks):
-                for peer in self._peers(job, rank):
+                for peer in peers(job, rank):
                     pairs.append((self.endpoint(job.name, rank), self.endpoint(job.name, peer)))
         return list(dict.fromkeys(pairs))
-
-    @staticmethod
-    def _peers(job, rank: int) -> list[int]:
-        if job.kind == "training":
-            tp_group, dp_group, stage, stages = groups(job, rank)
-            tp, dp, _pp = job.coords(rank)
-            out = []
-            for group, used in ((tp_group, job.model.tp_bytes), (dp_group, job.model.gradient_bytes)):
-                if len(group) > 1 and used:
-                    i = group.index(rank)
-                    out.append(group[(i + 1) % len(group)])
-            out += [job.rank_at(tp, dp, s) for s in (stage - 1, stage + 1) if 0 <= s < stages]
-            return out
-        if job.kind == "onoff" and job.collective == "alltoall":
-            return [r for r in range(job.ranks) if r != rank]
-        return [(rank + 1) % job.ranks]
 
     def start(self) -> None:
         """Start every rank's program now."""
         self.start_ns = self.transport.now_ns()
-        for key, ctx in self.ranks.items():
-            process = self._processes[key] = Process(PROGRAMS[ctx.job.kind](ctx))
-            process.start()
+        for ctx in self.ranks.values():
+            Process(PROGRAMS[ctx.job.kind](ctx), self._training_rank_done if ctx.job.foreground else None).start()
+
+    def _training_rank_done(self) -> None:
+        self._training_left -= 1
 
     @property
     def finished(self) -> bool:
         """Every training job's ranks have run all their iterations."""
-        return all(p.finished for (job, _rank), p in self._processes.items() if self.jobs[job].foreground)
+        return self._training_left == 0

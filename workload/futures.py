@@ -51,7 +51,6 @@ class Process:
 
     def __init__(self, program, on_exit=None):
         self.program, self.on_exit = program, on_exit
-        self.finished = False
 
     def start(self) -> None:
         self._resume(None)
@@ -61,7 +60,6 @@ class Process:
             try:
                 waited = self.program.send(value)
             except StopIteration:
-                self.finished = True
                 if self.on_exit is not None:
                     self.on_exit()
                 return

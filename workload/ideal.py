@@ -29,7 +29,6 @@ class IdealTransport:
         heapq.heappush(self._events, (max(t_ns, self._t), next(self._order), fn))
 
     def send(self, src: Endpoint, dst: Endpoint, nbytes: int, fresh: bool, on_sent, on_received) -> None:
-        key = (src.proc, dst.proc)
         if src.host == dst.host:
             done = self._t
         else:
@@ -39,10 +38,13 @@ class IdealTransport:
             down = max(up + self.link_delay_ns, self._downlink_free.get(dst.host, 0))
             self._downlink_free[dst.host] = down + wire
             done = down + wire + self.link_delay_ns
-        self.delivered[key] = self.delivered.get(key, 0) + nbytes
-        self.call_at(done, lambda: on_received(done))
+        self.call_at(done, lambda: self._deliver(src.proc, dst.proc, nbytes, done, on_received))
         ack = done + 2 * self.link_delay_ns if src.host != dst.host else done
         self.call_at(ack, lambda: on_sent(ack))
+
+    def _deliver(self, src_proc: int, dst_proc: int, nbytes: int, t_ns: int, on_received) -> None:
+        self.delivered[src_proc, dst_proc] = self.delivered.get((src_proc, dst_proc), 0) + nbytes
+        on_received(t_ns)
 
     def run(self, until=None, limit_ns: int = 1 << 62) -> None:
         """Fire events in time order until none is left, until() is true

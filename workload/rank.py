@@ -47,7 +47,6 @@ class RankContext:
         self.slowdown = slowdown            # per iteration, extra compute as a fraction
         self.iteration = 0
         self.bytes_remaining = 0
-        self.sent_bytes = 0                 # over the whole run
         self._transport = workload.transport
 
     # -- events
@@ -65,8 +64,7 @@ class RankContext:
     def compute(self, us: float, detail: str = "") -> Future:
         """us of datacenter compute, slowed by this iteration's straggler
         factor, dilated to the transport's time."""
-        slow = self.slowdown[self.iteration] if self.iteration < len(self.slowdown) else 0.0
-        ns = int(us * (1 + slow) * 1000 * self.workload.dilation)
+        ns = int(us * (1 + self.slowdown[self.iteration]) * 1000 * self.workload.dilation)
         self.emit(ev.COMPUTE_START, detail)
         done = self.at(self._transport.now_ns() + ns)
         done.then(lambda _t: self.emit(ev.COMPUTE_END, detail))
@@ -98,7 +96,6 @@ class RankContext:
     def _on_sent(self, future: Future, size: int):
         def sent(t_ns: int) -> None:
             self.bytes_remaining = max(0, self.bytes_remaining - size)
-            self.sent_bytes += size
             future.resolve(t_ns)
         return sent
 

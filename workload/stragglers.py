@@ -32,7 +32,7 @@ def slowdowns(job: JobSpec) -> list[list[float]]:
     return table
 
 
-def transient(job: JobSpec, table: list[list[float]], rank: int) -> bool:
+def transient(table: list[list[float]], rank: int) -> bool:
     """A rank slowed in some iterations but not all (a persistent straggler
     is slow in every one)."""
     slow = [v > 0 for v in table[rank]]
