@@ -67,6 +67,18 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--capture-s", type=float, default=0.5, help="seconds each capture lasts (default 0.5)")
 
 
+def _compare(args) -> int:
+    from experiment.compare import main
+    return main(args.plan, args.results, args.state_dir, args.runs)
+
+
+def _add_compare_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("plan", help="comparison plan TOML: a scenario and its variants (docs/scenario.md)")
+    p.add_argument("--runs", type=int, help="runs per variant (default: the plan's)")
+    p.add_argument("--results", default="results", help="results folder (default: ./results)")
+    p.add_argument("--state-dir", help="testbed run records (default: $PRC_EMU_STATE_DIR or /run/prc-emu)")
+
+
 def _top(args) -> int:
     from experiment.top import main
     return main(args.state_dir, args.interval, args.count)
@@ -86,6 +98,8 @@ COMMANDS = {
                 _add_testbed_args),
     "cc": ("the congestion-control core on its own", _cc, _add_cc_args),
     "run": ("run a scenario's flows live and write results/<run-id>/", _run, _add_run_args),
+    "compare": ("run a scenario's variants live, interleaved, with intervals over runs", _compare,
+                _add_compare_args),
     "top": ("live per-QP rates of a running experiment", _top, _add_top_args),
 }
 

@@ -152,7 +152,7 @@ def _start_captures(testbed, ports: list[tuple[str, str]], seconds: float, folde
     return [starter(node, peer) for node, peer in ports], children
 
 
-def _on_testbed(scenario, scenario_path: str, results_root: str, store, body):
+def on_testbed(scenario, scenario_path: str, results_root: str, store, body):
     """Bring up a testbed for scenario, run body(testbed, out) -> summary
     into a results folder with the resolved config and versions, and take
     it down: (results folder, summary), or the exit code of a failure
@@ -216,7 +216,7 @@ def main(scenario_path: str, results_root: str, state_dir: str | None, captures:
         plot(result, scenario, out.dir / RATE_PLOT)
         return summary
 
-    ran = _on_testbed(scenario, scenario_path, results_root, store, flows)
+    ran = on_testbed(scenario, scenario_path, results_root, store, flows)
     if isinstance(ran, int):
         return ran
     final, summary = ran
@@ -233,31 +233,47 @@ def main(scenario_path: str, results_root: str, state_dir: str | None, captures:
     return 0 if summary["valid"] else 3
 
 
-def run_jobs(scenario, scenario_path: str, results_root: str, store) -> int:
-    """The scenario's [[job]] tables on a fresh testbed: the workload runs
+def workload_body(scenario, progress=None):
+    """on_testbed's body for a scenario's [[job]] tables: the workload runs
     until its training jobs finish; results as experiment.workload_report
     writes them."""
     from experiment import workload_report
     from experiment.workload_live import run_workload
+
+    def body(testbed, out) -> dict:
+        return workload_report.write(out, run_workload(testbed, scenario, progress=progress), scenario)
+    return body
+
+
+def iteration_counter(scenario, prefix: str = "  "):
+    """A progress callback printing finished training iterations on one line."""
     from workload import events as ev
 
     training = {j.name for j in scenario.jobs if j.foreground}
     total = sum(j.iterations for j in scenario.jobs if j.foreground)
     done = [0]
 
-    def progress(event) -> None:      # the count of finished training iterations, on one line
+    def progress(event) -> None:
         if event.kind == ev.ITERATION_END and event.rank == 0 and event.job in training:
             done[0] += 1
-            print(f"\r  iterations {done[0]}/{total}", end="", flush=True)
+            print(f"\r{prefix}iterations {done[0]}/{total}", end="", flush=True)
+    return progress
+
+
+def run_jobs(scenario, scenario_path: str, results_root: str, store) -> int:
+    """The scenario's [[job]] tables on a fresh testbed, with a summary."""
+    from experiment import workload_report
+
+    run_body = workload_body(scenario, iteration_counter(scenario))
 
     def jobs(testbed, out) -> dict:
         print(f"testbed {testbed.run_id} up; running {len(scenario.jobs)} jobs "
               f"({', '.join(f'{j.name}: {j.kind}, {j.ranks} ranks' for j in scenario.jobs)})", flush=True)
-        result = run_workload(testbed, scenario, progress=progress)
+        summary = run_body(testbed, out)
         print()
-        return workload_report.write(out, result, scenario)
+        return summary
 
-    ran = _on_testbed(scenario, scenario_path, results_root, store, jobs)
+    ran = on_testbed(scenario, scenario_path, results_root, store, jobs)
     if isinstance(ran, int):
         return ran
     final, summary = ran
@@ -267,14 +283,17 @@ def run_jobs(scenario, scenario_path: str, results_root: str, store) -> int:
             line = (f"  {name}: {job['iterations_measured']} iterations, mean {it.get('mean', 0):.1f} ms live "
                     f"(p99 {it.get('p99', 0):.1f}, CV {it.get('cv', 0) * 100:.1f}%)")
             if "amplification" in job:
-                line += (f"; straggler iterations +{job['straggler_slowdown_ms']:.1f} ms for "
-                         f"+{job['extra_compute_ms']:.1f} ms of compute (x{job['amplification']:.2f})")
+                line += (f";\n    straggler iterations +{job['straggler_slowdown_ms']:.1f} ms over the steady "
+                         f"{job['steady_iteration_ms']:.1f} ms for +{job['extra_compute_ms']:.1f} ms of compute "
+                         f"(x{job['amplification']:.2f}); the job lost {job['job_delay_ms']:.1f} ms in all "
+                         f"(x{job['job_amplification']:.2f})")
             print(line)
         else:
             share = job["per_rank_share_of_line_during_training_comm"]
             print(f"  {name} ({job['kind']}): {share * 100 if share is not None else float('nan'):.1f}% of line "
                   "per rank while training communicates")
     print(f"  pauses {summary['pauses']}, retransmits {summary['retransmits']}; "
-          f"{'finished' if summary['finished'] else 'DID NOT FINISH'} in {summary['wall_s']:.1f} s")
+          f"{'finished' if summary['finished'] else 'DID NOT FINISH'} in {summary['wall_s']:.1f} s; "
+          f"run {'valid' if summary['valid'] else 'INVALID: ' + summary['invalid_because']}")
     print(f"results: {final}  (timeline: {final / workload_report.TIMELINE_PLOT})")
     return 0 if summary["finished"] else 3

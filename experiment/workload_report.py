@@ -20,6 +20,20 @@ def job_iterations(result, scenario) -> dict:
             for j in scenario.jobs if j.foreground}
 
 
+def validity_problems(result) -> list[str]:
+    """Why a run measured the machine rather than the emulated network:
+    packets this machine lost outside the switch model (a receive CPU's
+    backlog overflowed, a send failed), whose resends then set the times."""
+    problems = []
+    if not result.finished:
+        problems.append("the training jobs did not finish")
+    if result.backlog_drops:
+        problems.append(f"{result.backlog_drops} packets dropped in this machine's receive backlog")
+    if result.send_errors:
+        problems.append(f"{result.send_errors} send errors")
+    return problems
+
+
 def summarize(result, scenario, its: dict) -> dict:
     """its: job_iterations()."""
     jobs = {}
@@ -36,7 +50,9 @@ def summarize(result, scenario, its: dict) -> dict:
                 "kind": job.kind,
                 "per_rank_share_of_line_during_training_comm": during / per_rank if during is not None else None,
                 "per_rank_share_of_line_overall": overall / per_rank if overall else None}
-    return {"finished": result.finished, "wall_s": result.wall_s, "jobs": jobs,
+    problems = validity_problems(result)
+    return {"valid": not problems, "invalid_because": "; ".join(problems) or None,
+            "finished": result.finished, "wall_s": result.wall_s, "jobs": jobs,
             "qp_state": {j.name: j.qp_state for j in scenario.jobs},
             "lossless": scenario.live.red.lossless,
             "pauses": result.pause_events, "paused_ms": result.paused_ns / 1e6,

@@ -122,3 +122,34 @@ def test_run_writes_the_workload_results(tmp_path):
     assert events[0] == "time_ms,job,rank,proc,iteration,event,detail,bytes_remaining"
     assert sum(",train,0,0,0,step_end," in line for line in events) == 6
     assert (folder / "timeline.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_compare_runs_each_variant_interleaved_and_reports_intervals(tmp_path):
+    (tmp_path / "jobs.toml").write_text(_jobs())
+    (tmp_path / "plan.toml").write_text('scenario = "jobs.toml"\nruns = 2\n[[variant]]\nname = "onoff"\n'
+                                        '[[variant]]\nname = "alone"\nwithout = ["bg"]\n')
+
+    def cli(tmp: str):
+        proc = subprocess.run([sys.executable, "-m", "cli.main", "compare", tmp + "/plan.toml", "--results",
+                               tmp + "/results", "--state-dir", tmp + "/state"], cwd=REPO,
+                              capture_output=True, text=True, timeout=250)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    rc, out, err = run_sandboxed(cli, str(tmp_path), timeout_s=300)
+    assert rc == 0, out + err
+    (folder,) = (tmp_path / "results").iterdir()
+    report = json.loads((folder / "compare.json").read_text())
+    # run r starts at variant r: neither variant always goes first
+    assert report["order"] == ["onoff#0", "alone#0", "alone#1", "onoff#1"]
+    assert sorted(p.name for p in folder.iterdir()) == ["alone", "compare.csv", "compare.json", "compare.png",
+                                                       "onoff"]
+    for variant in ("onoff", "alone"):
+        runs = list((folder / variant).iterdir())
+        assert len(runs) == 2 and all((r / "summary.json").exists() for r in runs)
+        valid = [r for r in report["rows"] if r["variant"] == variant and r["valid"]]
+        stat = report["stats"][variant]["train:amplification"]
+        assert stat["n"] == len(valid)
+        if valid:
+            assert stat["mean"] == pytest.approx(sum(r["metrics"]["train:amplification"] for r in valid) / len(valid))
+    assert "bg:share_during_comm" in report["stats"]["onoff"] and "bg:share_during_comm" not in report["stats"]["alone"]
+    assert "train:amplification (straggler iteration slowdown / added compute)" in out

@@ -66,10 +66,14 @@ def _ms(values_ns: list[int]) -> dict:
 
 def summarize_job(job, its: list[Iteration], dilation: float) -> dict:
     """Iteration times (live ms; datacenter = live / dilation) after the
-    warm-up, normal and straggler iterations apart; the straggler
-    iterations' slowdown over the normal mean, and that slowdown as a
-    multiple of the compute the straggler added (amplification: > 1 means
-    the job lost more than the straggler's own delay)."""
+    warm-up, normal and straggler iterations apart. Against the steady
+    iteration time (the median of the normal ones: iterations that a
+    straggler's aftermath slowed are a minority and do not move it):
+    - amplification: each straggler iteration's slowdown as a multiple of
+      the compute its straggler added (> 1: the job lost more than the
+      straggler's own delay in that iteration);
+    - job_amplification: the time all measured iterations lost, aftermath
+      included, as a multiple of all the compute stragglers added."""
     measured = [i for i in its if i.index >= job.warmup_iterations]
     normal = [i.duration_ns for i in measured if not i.straggler]
     late = [i for i in measured if i.straggler]
@@ -78,11 +82,14 @@ def summarize_job(job, its: list[Iteration], dilation: float) -> dict:
            "straggler_ms": _ms([i.duration_ns for i in late]),
            "straggler_iterations": [i.index for i in late], "dilation": dilation}
     if late and normal:
-        base = statistics.fmean(normal)
-        ratios = [(i.duration_ns - base) / i.extra_compute_ns for i in late]
+        steady = statistics.median(normal)
+        extra = sum(i.extra_compute_ns for i in late)
+        out["steady_iteration_ms"] = steady / 1e6
         out["extra_compute_ms"] = statistics.fmean(i.extra_compute_ns for i in late) / 1e6
-        out["straggler_slowdown_ms"] = statistics.fmean(i.duration_ns - base for i in late) / 1e6
-        out["amplification"] = statistics.fmean(ratios)
+        out["straggler_slowdown_ms"] = statistics.fmean(i.duration_ns - steady for i in late) / 1e6
+        out["amplification"] = statistics.fmean((i.duration_ns - steady) / i.extra_compute_ns for i in late)
+        out["job_delay_ms"] = sum(i.duration_ns - steady for i in measured) / 1e6
+        out["job_amplification"] = sum(i.duration_ns - steady for i in measured) / extra
     return out
 
 

@@ -1,0 +1,185 @@
+"""`prc-emu compare PLAN`: the variants of a plan (scenario.plan) run live,
+each `runs` times with the same seeds, the variants interleaved (run r
+starts at variant r, so none always runs first); every run's results as
+`prc-emu run` writes them, and across runs compare.csv, compare.json
+(mean and 95% interval of each metric per variant) and compare.png."""
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from experiment.results import ResultsWriter, versions
+
+PLOT = "compare.png"
+
+# (summary key of a training job, label) and what a background job reports
+TRAINING_METRICS = (
+    ("amplification", "straggler iteration slowdown / added compute"),
+    ("job_amplification", "time the job lost / added compute"),
+    ("straggler_slowdown_ms", "straggler iteration slowdown (ms live)"),
+    ("steady_ms", "steady iteration (median of normal, ms live)"),
+    ("normal_cv", "CV of normal iterations"),
+    ("iteration_mean_ms", "mean iteration (ms live)"),
+)
+BACKGROUND_METRICS = (("share_during_comm", "per-rank share of line while training communicates"),)
+
+# two-sided 95% Student t quantiles by degrees of freedom
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+        2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+        2.045, 2.042)
+
+
+def interval(values: list[float]) -> dict:
+    """Mean and its 95% Student t interval (none from one value)."""
+    n = len(values)
+    if not n:
+        return {"n": 0}
+    mean = statistics.fmean(values)
+    if n == 1:
+        return {"n": 1, "mean": mean, "lo": None, "hi": None}
+    t = _T95[n - 2] if n - 1 <= len(_T95) else 1.96 + 2.4 / (n - 1)
+    half = t * statistics.stdev(values) / math.sqrt(n)
+    return {"n": n, "mean": mean, "lo": mean - half, "hi": mean + half}
+
+
+def run_metrics(summary: dict) -> dict[str, float]:
+    """JOB:METRIC -> value of one run's summary.json (those it has)."""
+    out = {}
+    for name, job in summary["jobs"].items():
+        if "iteration_ms" in job:
+            values = {"amplification": job.get("amplification"), "job_amplification": job.get("job_amplification"),
+                      "straggler_slowdown_ms": job.get("straggler_slowdown_ms"),
+                      "steady_ms": job["normal_ms"].get("p50"), "normal_cv": job["normal_ms"].get("cv"),
+                      "iteration_mean_ms": job["iteration_ms"].get("mean")}
+        else:
+            values = {"share_during_comm": job.get("per_rank_share_of_line_during_training_comm")}
+        out.update({f"{name}:{k}": v for k, v in values.items() if v is not None})
+    return out
+
+
+def aggregate(rows: list[dict]) -> dict:
+    """rows: {variant, run, valid, metrics} -> variant -> JOB:METRIC ->
+    interval over the valid runs (an invalid one measured the machine)."""
+    by_variant: dict[str, dict[str, list[float]]] = {}
+    for row in (r for r in rows if r["valid"]):
+        for key, value in row["metrics"].items():
+            by_variant.setdefault(row["variant"], {}).setdefault(key, []).append(value)
+    return {v: {k: interval(vals) for k, vals in metrics.items()} for v, metrics in by_variant.items()}
+
+
+def _label(key: str) -> str:
+    metric = key.split(":", 1)[1]
+    return dict(TRAINING_METRICS + BACKGROUND_METRICS).get(metric, metric)
+
+
+def _cell(stat: dict, scale: float = 1.0) -> str:
+    if not stat.get("n"):
+        return "-"
+    if stat["lo"] is None:
+        return f"{stat['mean'] * scale:.2f} (1 run)"
+    return f"{stat['mean'] * scale:.2f} [{stat['lo'] * scale:.2f}, {stat['hi'] * scale:.2f}]"
+
+
+def table(plan, rows: list[dict], stats: dict) -> str:
+    keys = sorted({k for metrics in stats.values() for k in metrics})
+    width = max(len(v.name) for v in plan.variants)
+    lines = []
+    for v in plan.variants:
+        mine = [r for r in rows if r["variant"] == v.name]
+        bad = [r for r in mine if not r["valid"]]
+        lines.append(f"  {v.name:<{width}}  {len(mine) - len(bad)} valid runs of {len(mine)}"
+                     + "".join(f"; run {r['run'] + 1} left out: {r['invalid_because']}" for r in bad))
+    for key in keys:
+        lines.append(f"  {key} ({_label(key)}), mean [95% interval] over runs:")
+        for v in plan.variants:
+            lines.append(f"    {v.name:<{width}}  {_cell(stats.get(v.name, {}).get(key, {}))}")
+    return "\n".join(lines)
+
+
+def plot(plan, rows: list[dict], stats: dict, path: Path) -> None:
+    """A panel per training metric of interest: a bar per variant at the
+    mean, its 95% interval, and each run as a dot."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = [k for k in sorted({k for m in stats.values() for k in m})
+            if k.split(":", 1)[1] in ("amplification", "job_amplification", "steady_ms", "normal_cv")]
+    if not keys:
+        return
+    fig, axes = plt.subplots(1, len(keys), figsize=(3.6 * len(keys), 3.8), squeeze=False)
+    names = [v.name for v in plan.variants]
+    for ax, key in zip(axes[0], keys):
+        for x, name in enumerate(names):
+            s = stats.get(name, {}).get(key, {})
+            if not s.get("n"):
+                continue
+            ax.bar(x, s["mean"], color="tab:blue", alpha=0.35)
+            if s["lo"] is not None:
+                ax.errorbar(x, s["mean"], yerr=[[s["mean"] - s["lo"]], [s["hi"] - s["mean"]]], color="black",
+                            capsize=4)
+            runs = [r["metrics"][key] for r in rows if r["variant"] == name and r["valid"] and key in r["metrics"]]
+            ax.plot([x] * len(runs), runs, "o", color="tab:blue", markersize=4)
+        if key.endswith("amplification"):
+            ax.axhline(1.0, color="gray", linestyle=":", linewidth=1)
+        ax.set_xticks(range(len(names)), names, rotation=20, fontsize=8)
+        ax.set_title(f"{key}\n{_label(key)}", fontsize=8)
+    fig.suptitle(f"{plan.name}: up to {plan.runs} valid runs per variant (dots), mean and 95% interval",
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(plan_path: str, results_root: str, state_dir: str | None, runs: int | None = None) -> int:
+    from experiment.run import iteration_counter, on_testbed, workload_body
+    from scenario.plan import load_plan
+    from scenario.spec import ScenarioError
+    from testbed.state import StateStore, state_dir as resolve_state_dir
+
+    try:
+        plan = load_plan(plan_path)
+        if runs is not None:
+            if not 1 <= runs <= 100:
+                raise ScenarioError(f"--runs must be in 1..100, got {runs}")
+            plan = type(plan)(plan.name, plan.scenario_path, runs, plan.variants)
+    except ScenarioError as exc:
+        print(f"prc-emu: plan error: {exc}", file=sys.stderr)
+        return 2
+    store = StateStore(resolve_state_dir(state_dir))
+    order = [(r, plan.variants[(i + r) % len(plan.variants)]) for r in range(plan.runs)
+             for i in range(len(plan.variants))]
+    compare_id = f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
+    rows = []
+    with ResultsWriter(Path(results_root), compare_id) as out:
+        for k, (run, variant) in enumerate(order, 1):
+            scenario = variant.scenario(run)
+            print(f"[{k}/{len(order)}] {variant.name}, run {run + 1} (seeds +{run})", flush=True)
+            ran = on_testbed(scenario, f"{plan_path}#{variant.name}", out.dir / variant.name, store,
+                             workload_body(scenario, iteration_counter(scenario, "    ")))
+            print()
+            if isinstance(ran, int):
+                return ran              # the partial comparison is removed with the writer
+            folder, summary = ran
+            rows.append({"variant": variant.name, "run": run, "folder": str(folder.relative_to(out.dir)),
+                         "finished": summary["finished"], "valid": summary["valid"],
+                         "invalid_because": summary["invalid_because"], "metrics": run_metrics(summary)})
+        stats = aggregate(rows)
+        keys = sorted({k for r in rows for k in r["metrics"]})
+        out.csv("compare.csv", ["variant", "run", "valid", "folder"] + keys,
+                ([r["variant"], r["run"], r["valid"], r["folder"]] + [r["metrics"].get(k, "") for k in keys]
+                 for r in rows))
+        out.json("compare.json", {"plan": plan_path, "rows": rows, "scenario": str(plan.scenario_path), "runs": plan.runs,
+                                  "order": [f"{v.name}#{r}" for r, v in order],
+                                  "variants": {v.name: v.about for v in plan.variants},
+                                  "metrics": {k: _label(k) for k in keys}, "stats": stats,
+                                  "seeds": "run r adds r to every job's seed, in every variant",
+                                  "versions": versions()})
+        plot(plan, rows, stats, out.dir / PLOT)
+    print(table(plan, rows, stats))
+    final = Path(results_root) / compare_id
+    print(f"results: {final}  (plot: {final / PLOT})")
+    return 0 if all(r["finished"] for r in rows) else 3

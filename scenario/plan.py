@@ -1,0 +1,137 @@
+"""A comparison plan: one scenario, several variants of it, each run the
+same number of times with the same seeds. A variant names jobs to leave
+out (`without`), whole job tables to put in (`[[variant.job]]`, replacing
+the job of the same name) and keys to change in a job
+(`[variant.set.JOB]`, nested tables merged key by key). Every variant's
+scenario is checked before anything runs."""
+from __future__ import annotations
+
+import copy
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from scenario.spec import Scenario, ScenarioError, parse_scenario
+
+VARIANT_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+MAX_RUNS = 100
+_PLAN_KEYS = {"name", "scenario", "runs", "variant"}
+_VARIANT_KEYS = {"name", "about", "without", "job", "set"}
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    about: str
+    data: dict              # the scenario's TOML tables with the variant applied (seed of run 0)
+
+    def scenario(self, run: int) -> Scenario:
+        """The variant's scenario for run `run`: every job's seed moved on
+        by `run`, the same for every variant."""
+        data = copy.deepcopy(self.data)
+        for job in data.get("job", []):
+            job["seed"] = job.get("seed", 1) + run
+        return parse_scenario(data)
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    scenario_path: Path
+    runs: int
+    variants: tuple[Variant, ...]
+
+
+def _fail(key: str, why: str):
+    raise ScenarioError(f"{key}: {why}")
+
+
+def _merge(base: dict, changes: dict) -> dict:
+    out = dict(base)
+    for key, value in changes.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def apply_variant(data: dict, where: str, table: dict) -> dict:
+    """The scenario tables `data` with variant `table` applied."""
+    jobs = {j.get("name"): j for j in data.get("job", []) if isinstance(j, dict)}
+    without = table.get("without", [])
+    if not isinstance(without, list) or not all(isinstance(n, str) for n in without):
+        _fail(f"{where}.without", "must be a list of job names")
+    for name in without:
+        if name not in jobs:
+            _fail(f"{where}.without", f"no job named {name!r} (jobs: {', '.join(map(str, jobs))})")
+        del jobs[name]
+    added = table.get("job", [])
+    if not isinstance(added, list) or not all(isinstance(j, dict) and isinstance(j.get("name"), str)
+                                              for j in added):
+        _fail(f"{where}.job", "must be job tables ([[variant.job]]) with a name each")
+    for job in added:
+        jobs[job["name"]] = job
+    changes = table.get("set", {})
+    if not isinstance(changes, dict):
+        _fail(f"{where}.set", "must be a table of job names ([variant.set.JOB])")
+    for name, keys in changes.items():
+        if name not in jobs:
+            _fail(f"{where}.set.{name}", f"no job named {name!r} (jobs: {', '.join(map(str, jobs))})")
+        if not isinstance(keys, dict):
+            _fail(f"{where}.set.{name}", "must be a table of the job's keys")
+        jobs[name] = _merge(jobs[name], keys)
+    return {**data, "job": list(jobs.values())}
+
+
+def parse_plan(data: dict, base: Path) -> Plan:
+    """A plan's tables; its scenario path is relative to folder `base`."""
+    for key in data:
+        if key not in _PLAN_KEYS:
+            _fail(key, f"unknown key (known: {', '.join(sorted(_PLAN_KEYS))})")
+    if not isinstance(data.get("scenario"), str):
+        _fail("scenario", "the scenario file to vary is required (a path relative to the plan)")
+    path = base / data["scenario"]
+    try:
+        scenario = tomllib.loads(path.read_text())
+    except OSError as exc:
+        _fail("scenario", f"{path}: cannot read ({exc.strerror})")
+    except tomllib.TOMLDecodeError as exc:
+        _fail("scenario", f"{path}: not valid TOML ({exc})")
+    if "job" not in scenario:
+        _fail("scenario", f"{path} has no [[job]] tables to compare runs of")
+    runs = data.get("runs", 2)
+    if not isinstance(runs, int) or isinstance(runs, bool) or not 1 <= runs <= MAX_RUNS:
+        _fail("runs", f"must be an integer in 1..{MAX_RUNS}, got {runs!r}")
+    tables = data.get("variant", [])
+    if not isinstance(tables, list) or not tables:
+        _fail("variant", "at least one [[variant]] table is required")
+    variants = []
+    for i, table in enumerate(tables):
+        where = f"variant[{i}]"
+        if not isinstance(table, dict):
+            _fail(where, "must be a table ([[variant]])")
+        for key in table:
+            if key not in _VARIANT_KEYS:
+                _fail(f"{where}.{key}", f"unknown key (known: {', '.join(sorted(_VARIANT_KEYS))})")
+        name = table.get("name")
+        if not isinstance(name, str) or not VARIANT_NAME.match(name):
+            _fail(f"{where}.name", f"{name!r} must be 1-32 of [a-z0-9_-], starting with a letter")
+        if any(v.name == name for v in variants):
+            _fail(f"{where}.name", f"duplicate variant name {name!r}")
+        variant = Variant(name, str(table.get("about", "")), apply_variant(scenario, where, table))
+        try:
+            variant.scenario(0)
+        except ScenarioError as exc:
+            _fail(where, f"its scenario is not valid: {exc}")
+        variants.append(variant)
+    return Plan(str(data.get("name", path.stem)), path, runs, tuple(variants))
+
+
+def load_plan(path: str | Path) -> Plan:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read ({exc.strerror})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{path}: not valid TOML ({exc})") from None
+    return parse_plan(data, path.parent)
