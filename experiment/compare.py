@@ -1,8 +1,11 @@
 """`prc-emu compare PLAN`: the variants of a plan (scenario.plan) run live,
 each `runs` times with the same seeds, the variants interleaved (run r
-starts at variant r, so none always runs first); every run's results as
-`prc-emu run` writes them, and across runs compare.csv, compare.json
-(mean and 95% interval of each metric per variant) and compare.png."""
+starts at variant r, so none always runs first); a run that measured the
+machine rather than the network (summary `valid` false) is repeated with
+the same seeds after the others, at most MAX_RETRIES times, and left out
+of the statistics. Every run's results as `prc-emu run` writes them, and
+across runs compare.csv, compare.json (mean and 95% interval of each
+metric per variant over its valid runs) and compare.png."""
 from __future__ import annotations
 
 import math
@@ -14,6 +17,7 @@ from pathlib import Path
 from experiment.results import ResultsWriter, versions
 
 PLOT = "compare.png"
+MAX_RETRIES = 2             # an invalid run is repeated, same seeds, at most this many times
 
 # (summary key of a training job, label) and what a background job reports
 TRAINING_METRICS = (
@@ -90,8 +94,9 @@ def table(plan, rows: list[dict], stats: dict) -> str:
     for v in plan.variants:
         mine = [r for r in rows if r["variant"] == v.name]
         bad = [r for r in mine if not r["valid"]]
-        lines.append(f"  {v.name:<{width}}  {len(mine) - len(bad)} valid runs of {len(mine)}"
-                     + "".join(f"; run {r['run'] + 1} left out: {r['invalid_because']}" for r in bad))
+        lines.append(f"  {v.name:<{width}}  {len(mine) - len(bad)} valid runs in {len(mine)}"
+                     + "".join(f"; run {r['run'] + 1} attempt {r['attempt']} left out: {r['invalid_because']}"
+                             for r in bad))
     for key in keys:
         lines.append(f"  {key} ({_label(key)}), mean [95% interval] over runs:")
         for v in plan.variants:
@@ -134,6 +139,26 @@ def plot(plan, rows: list[dict], stats: dict, path: Path) -> None:
     plt.close(fig)
 
 
+class RunQueue:
+    """Iterates (run, variant, attempt): run r starts at variant r; a run
+    put back with again() comes once more, same run (so same seeds),
+    after those waiting, at most MAX_RETRIES times."""
+
+    def __init__(self, variants, runs: int):
+        self.waiting = [(r, variants[(i + r) % len(variants)], 1) for r in range(runs)
+                        for i in range(len(variants))]
+        self.order: list[tuple] = []
+
+    def __iter__(self):
+        while self.waiting:
+            self.order.append(self.waiting.pop(0))
+            yield self.order[-1]
+
+    def again(self, run: int, variant, attempt: int) -> None:
+        if attempt <= MAX_RETRIES:
+            self.waiting.append((run, variant, attempt + 1))
+
+
 def main(plan_path: str, results_root: str, state_dir: str | None, runs: int | None = None) -> int:
     from experiment.run import iteration_counter, on_testbed, workload_body
     from scenario.plan import load_plan
@@ -150,30 +175,35 @@ def main(plan_path: str, results_root: str, state_dir: str | None, runs: int | N
         print(f"prc-emu: plan error: {exc}", file=sys.stderr)
         return 2
     store = StateStore(resolve_state_dir(state_dir))
-    order = [(r, plan.variants[(i + r) % len(plan.variants)]) for r in range(plan.runs)
-             for i in range(len(plan.variants))]
+    queue = RunQueue(plan.variants, plan.runs)
     compare_id = f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
     rows = []
     with ResultsWriter(Path(results_root), compare_id) as out:
-        for k, (run, variant) in enumerate(order, 1):
+        for run, variant, attempt in queue:
             scenario = variant.scenario(run)
-            print(f"[{k}/{len(order)}] {variant.name}, run {run + 1} (seeds +{run})", flush=True)
+            print(f"[{len(queue.order)}/{len(queue.order) + len(queue.waiting)}] {variant.name}, "
+                  f"run {run + 1} (seeds +{run})" + (f", attempt {attempt}" if attempt > 1 else ""), flush=True)
             ran = on_testbed(scenario, f"{plan_path}#{variant.name}", out.dir / variant.name, store,
                              workload_body(scenario, iteration_counter(scenario, "    ")))
             print()
             if isinstance(ran, int):
                 return ran              # the partial comparison is removed with the writer
             folder, summary = ran
-            rows.append({"variant": variant.name, "run": run, "folder": str(folder.relative_to(out.dir)),
+            rows.append({"variant": variant.name, "run": run, "attempt": attempt,
+                         "folder": str(folder.relative_to(out.dir)),
                          "finished": summary["finished"], "valid": summary["valid"],
                          "invalid_because": summary["invalid_because"], "metrics": run_metrics(summary)})
+            if not summary["valid"]:
+                print(f"    invalid: {summary['invalid_because']}", flush=True)
+                queue.again(run, variant, attempt)
         stats = aggregate(rows)
         keys = sorted({k for r in rows for k in r["metrics"]})
-        out.csv("compare.csv", ["variant", "run", "valid", "folder"] + keys,
-                ([r["variant"], r["run"], r["valid"], r["folder"]] + [r["metrics"].get(k, "") for k in keys]
+        out.csv("compare.csv", ["variant", "run", "attempt", "valid", "folder"] + keys,
+                ([r["variant"], r["run"], r["attempt"], r["valid"], r["folder"]]
+                 + [r["metrics"].get(k, "") for k in keys]
                  for r in rows))
         out.json("compare.json", {"plan": plan_path, "rows": rows, "scenario": str(plan.scenario_path), "runs": plan.runs,
-                                  "order": [f"{v.name}#{r}" for r, v in order],
+                                  "order": [f"{v.name}#{r}" for r, v, _attempt in queue.order],
                                   "variants": {v.name: v.about for v in plan.variants},
                                   "metrics": {k: _label(k) for k in keys}, "stats": stats,
                                   "seeds": "run r adds r to every job's seed, in every variant",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from experiment.compare import aggregate, interval
+from experiment.compare import MAX_RETRIES, RunQueue, aggregate, interval
 from scenario.plan import load_plan
 from scenario.spec import ScenarioError
 from workload.stats import Iteration, summarize_job
@@ -153,3 +153,14 @@ def test_amplification_counts_the_aftermath_against_the_median_normal_iteration(
     assert s["job_amplification"] == pytest.approx(100 / 40)
     calm = summarize_job(_Job, _its([170, 150, 150, 190, 150, 150], straggler_at=3, extra_ms=40), 100)
     assert calm["amplification"] == calm["job_amplification"] == pytest.approx(1.0)
+
+
+def test_runs_interleave_and_an_invalid_one_comes_again_with_its_seeds_after_the_others():
+    queue = RunQueue(["a", "b", "c"], 2)
+    seen = []
+    for run, variant, attempt in queue:
+        seen.append((run, variant, attempt))
+        if (run, variant) == (0, "b"):             # invalid every time
+            queue.again(run, variant, attempt)
+    assert seen[:6] == [(0, "a", 1), (0, "b", 1), (0, "c", 1), (1, "b", 1), (1, "c", 1), (1, "a", 1)]
+    assert seen[6:] == [(0, "b", k) for k in range(2, MAX_RETRIES + 2)]
