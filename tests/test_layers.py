@@ -93,7 +93,7 @@ def test_an_import_cycle_is_caught(tmp_path):
                for v in layer_violations(root))
 
 
-# Modules a scenario parse must not load: they need root, Debian's bcc or
+# Modules a scenario (or comparison plan) parse must not load: they need root, Debian's bcc or
 # a live testbed, and a simulator reads the same files without them.
 _BLOCKER = """
 import sys
@@ -102,8 +102,12 @@ class Blocked:
         if name.split(".")[0] in {"scapy", "bcc", "pyroute2", "numpy", "matplotlib"}:
             raise ImportError("blocked: " + name)
 sys.meta_path.insert(0, Blocked())
+import tomllib
 from scenario import load_scenario
-sc = load_scenario(sys.argv[1])
+from scenario.plan import load_plan
+with open(sys.argv[1], "rb") as f:
+    is_plan = "variant" in tomllib.load(f)
+sc = load_plan(sys.argv[1]).variants[-1].scenario(1) if is_plan else load_scenario(sys.argv[1])
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in {"dataplane", "testbed", "experiment", "control", "cli"})
 print(sc.name, len(sc.hosts), sc.live.dcqcn.rpg_threshold, loaded)
 """
