@@ -9,6 +9,7 @@ import collections
 import os
 from dataclasses import dataclass, field
 
+from control.controller import Controller
 from dataplane import roce
 from dataplane.tx_engine import now_ns
 from experiment.emulator import Emulator
@@ -77,6 +78,8 @@ class WorkloadResult:
     send_errors: int = 0
     backlog_drops: int = 0                                 # the receive CPUs' backlog overflowed (machine-wide)
     fresh_starts: int = 0
+    decisions: list = field(default_factory=list)          # the controller's writes: (t_ns, proc, weight, floor, lag)
+    reaction_ns: list = field(default_factory=list)        # progress event -> hook write
     finished: bool = False
     wall_s: float = 0.0
 
@@ -120,6 +123,8 @@ def run_workload(testbed, scenario, engine_cpu: int = 0, limit_s: float = 600.0,
                     result.job_bytes[name].append((now, sum(rx[q].delivered_bytes for q in qpns)))
             return workload.finished
 
+        controller = Controller(scenario.control, workload, emu.hooks, scenario.dilation)
+        controller.start()
         backlog_before = backlog_drops()
         start = now_ns()
         workload.start()
@@ -134,6 +139,7 @@ def run_workload(testbed, scenario, engine_cpu: int = 0, limit_s: float = 600.0,
         result.port_drops = sum(stats[i].drops for i in ports)
         result.send_errors = emu.engine.send_errors
         result.fresh_starts = transport.fresh_starts
+        result.decisions, result.reaction_ns = controller.decisions, controller.reaction_ns
         for (src_proc, dst_proc), (send_qpn, recv_qpn) in transport.qps().items():
             qp, r = emu.engine.qps[send_qpn], rx[recv_qpn]
             result.qp_stats.append({"job": result.procs[src_proc][0], "src_rank": result.procs[src_proc][1],

@@ -60,7 +60,28 @@ def summarize(result, scenario, its: dict) -> dict:
             "receive_backlog_drops": result.backlog_drops,
             "retransmits": sum(q["retransmits"] for q in result.qp_stats),
             "timeouts": sum(q["timeouts"] for q in result.qp_stats),
-            "fresh_qp_starts": result.fresh_starts}
+            "fresh_qp_starts": result.fresh_starts,
+            "control": control_summary(result, scenario)}
+
+
+def control_summary(result, scenario) -> dict:
+    """The policy, how often it wrote a hook, how fast after the progress
+    event that caused it, and how long each job's processes were helped
+    (weight above 1) in all, in ms live."""
+    reaction = sorted(result.reaction_ns)
+    helped: dict[str, float] = {}
+    since: dict[int, int] = {}
+    end = result.events[-1].t_ns if result.events else 0
+    for t, proc, weight, _floor, _lag in result.decisions + [(end, p, 1.0, 0.0, 0.0) for p in result.procs]:
+        if weight > 1.0 and proc not in since:
+            since[proc] = t
+        elif weight <= 1.0 and proc in since:
+            job = result.procs[proc][0]
+            helped[job] = helped.get(job, 0.0) + (t - since.pop(proc)) / 1e6
+    pick = (lambda q: reaction[min(len(reaction) - 1, int(q * (len(reaction) - 1)))] / 1e3) if reaction else None
+    return {"policy": scenario.control.policy, "hook_writes": len(result.decisions),
+            "reaction_us_p50": pick(0.5) if pick else None, "reaction_us_p99": pick(0.99) if pick else None,
+            "helped_ms": helped}
 
 
 def write(out, result, scenario) -> dict:
@@ -76,6 +97,9 @@ def write(out, result, scenario) -> dict:
              for job_its in its.values() for i in job_its))
     out.csv("connections.csv", list(result.qp_stats[0]) if result.qp_stats else ["job"],
             (list(q.values()) for q in result.qp_stats))
+    out.csv("control.csv", ["time_ms", "proc", "job", "rank", "weight", "floor", "lag"],
+            ([f"{(t - t0) / 1e6:.3f}", p, *result.procs[p], f"{w:.4f}", f"{f:.3f}", f"{lag:.4f}"]
+             for t, p, w, f, lag in result.decisions))
     summary = summarize(result, scenario, its)
     out.json("summary.json", summary)
     plot_timeline(result, scenario, out.dir / TIMELINE_PLOT)

@@ -2,7 +2,8 @@
 same number of times with the same seeds. A variant names jobs to leave
 out (`without`), whole job tables to put in (`[[variant.job]]`, replacing
 the job of the same name) and keys to change in a job
-(`[variant.set.JOB]`, nested tables merged key by key). Every variant's
+(`[variant.set.JOB]`, nested tables merged key by key), and keys of the
+rate-control policy (`[variant.control]`, over the scenario's). Every variant's
 scenario is checked before anything runs."""
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from scenario.spec import Scenario, ScenarioError, parse_scenario
 VARIANT_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 MAX_RUNS = 100
 _PLAN_KEYS = {"name", "scenario", "runs", "variant"}
-_VARIANT_KEYS = {"name", "about", "without", "job", "set"}
+_VARIANT_KEYS = {"name", "about", "without", "job", "set", "control"}
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,13 @@ def apply_variant(data: dict, where: str, table: dict) -> dict:
         if not isinstance(keys, dict):
             _fail(f"{where}.set.{name}", "must be a table of the job's keys")
         jobs[name] = _merge(jobs[name], keys)
-    return {**data, "job": list(jobs.values())}
+    control = table.get("control", {})
+    if not isinstance(control, dict):
+        _fail(f"{where}.control", "must be a table ([variant.control])")
+    out = {**data, "job": list(jobs.values())}
+    if control:
+        out["control"] = _merge(data.get("control", {}), control)
+    return out
 
 
 def parse_plan(data: dict, base: Path) -> Plan:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scenario.errors import ScenarioError, fail as _fail
+from scenario.control import ControlSpec, parse_control
 from scenario.job import JobSpec, parse_jobs
 from scenario.live import LIVE_TABLES, LiveCC, TrafficSpec, parse_live
 
@@ -48,6 +49,7 @@ class Scenario:
     live: LiveCC = LiveCC()     # [dcqcn], [ecn] and [pfc]
     traffic: TrafficSpec | None = None   # [traffic]; parse_scenario always fills it
     jobs: tuple[JobSpec, ...] = ()      # [[job]]: a workload run instead of [traffic]'s flows
+    control: ControlSpec = ControlSpec()  # [control]: the policy over DCQCN (job scenarios)
 
     @property
     def fabric_rate_gbps(self) -> float:
@@ -95,7 +97,7 @@ def _typed(values: dict, table: str) -> dict:
         if key not in schema:
             if table == "" and key in _SCHEMA:
                 _fail(key, "must be a table ([" + key + "])")
-            known = list(schema) + ([t for t in _SCHEMA if t] + list(LIVE_TABLES) + ["job"] if table == "" else [])
+            known = list(schema) + ([t for t in _SCHEMA if t] + list(LIVE_TABLES) + ["job", "control"] if table == "" else [])
             _fail(full, f"unknown key (known: {', '.join(known)})")
         types = schema[key][0] if isinstance(schema[key][0], tuple) else (schema[key][0],)
         # TOML booleans are ints to Python; never accept them as numbers.
@@ -127,7 +129,7 @@ def _host_names(value, key="topology.hosts") -> tuple[str, ...]:
 
 def parse_scenario(data: dict) -> Scenario:
     top = {k: v for k, v in data.items()
-           if (k not in _SCHEMA or k == "") and k not in LIVE_TABLES and k != "job"}
+           if (k not in _SCHEMA or k == "") and k not in LIVE_TABLES and k not in ("job", "control")}
     general = _typed(top, "")
     tables = {}
     for table in ("topology", "links", "emulation"):
@@ -202,7 +204,10 @@ def parse_scenario(data: dict) -> Scenario:
     jobs = parse_jobs(data.get("job", []), hosts)
     if jobs and "traffic" in data:
         _fail("traffic", "a scenario has [traffic] flows or [[job]] tables, not both")
-    return dataclasses.replace(scenario, live=live_cc, traffic=traffic, jobs=jobs)
+    control = parse_control(data.get("control", {}))
+    if "control" in data and not jobs:
+        _fail("control", "a policy needs processes: [control] goes with [[job]] tables")
+    return dataclasses.replace(scenario, live=live_cc, traffic=traffic, jobs=jobs, control=control)
 
 
 def load_scenario(path: str | Path) -> Scenario:

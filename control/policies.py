@@ -1,0 +1,79 @@
+"""Policies: from what the controller knows of each process to a weight
+and a rate floor per process (weight 1, floor 0 is plain DCQCN). Each
+sees a View and returns {proc: (weight, floor)} for the processes it
+sets; a process it leaves out goes back to plain DCQCN.
+
+- dcqcn: no process input at all.
+- prc: a process transiently late by its own baseline gets weight
+  1 + gain x lag (up to w_max) and the floor; a process on time that
+  shares a NIC with a late one gets w_yield. In a ring every rank of a
+  delayed iteration falls behind its baseline, so the whole delayed job
+  is helped, against the other jobs on its links.
+- oracle: knows the injected stragglers: every rank of a job gets w_max
+  (and the floor) from the start of an iteration in which one of its
+  ranks straggles until that rank ends it; an upper bound to compare
+  with, not a policy a NIC could run.
+- mltcp: a training rank's weight grows from 1 to w_max with the
+  fraction of its iteration's bytes already sent (MLTCP's bias towards
+  the job closest to finishing; blind to stragglers)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class View:
+    """What a policy may look at."""
+    spec: object                       # scenario.control.ControlSpec
+    lag: object                        # control.inference.LagTracker
+    now_ns: int
+    host_of: dict[int, str]            # proc -> host
+    job_of: dict[int, tuple[str, int]]     # proc -> (job, rank)
+    training: set[str]                 # names of the training jobs
+    slowdowns: dict[str, list[list[float]]]   # job -> rank -> iteration -> added fraction
+    iteration: dict[int, int]          # proc -> the iteration it is in (-1: between iterations)
+    sent_fraction: dict[int, float]    # proc -> fraction of its iteration's bytes sent
+
+
+def _yield_beside(view: View, helped: dict[int, tuple[float, float]]) -> dict[int, tuple[float, float]]:
+    """helped, plus w_yield for every other process on a helped one's host."""
+    if view.spec.w_yield >= 1.0:
+        return helped
+    hosts = {view.host_of[p] for p in helped}
+    out = {p: (view.spec.w_yield, 0.0) for p, h in view.host_of.items() if h in hosts and p not in helped}
+    out.update(helped)
+    return out
+
+
+def dcqcn(view: View) -> dict[int, tuple[float, float]]:
+    return {}
+
+
+def prc(view: View) -> dict[int, tuple[float, float]]:
+    s = view.spec
+    helped = {}
+    for proc in view.host_of:
+        if view.lag.late(proc, view.now_ns):
+            helped[proc] = (min(s.w_max, 1.0 + s.gain * view.lag.lag(proc, view.now_ns)), s.floor)
+    return _yield_beside(view, helped)
+
+
+def oracle(view: View) -> dict[int, tuple[float, float]]:
+    s = view.spec
+    helped = {}
+    for proc, (job, rank) in view.job_of.items():
+        it = view.iteration.get(proc, -1)
+        table = view.slowdowns.get(job)
+        if it >= 0 and table and any(it < len(row) and row[it] > 0 for row in table):
+            helped[proc] = (s.w_max, s.floor)
+    return _yield_beside(view, helped)
+
+
+def mltcp(view: View) -> dict[int, tuple[float, float]]:
+    s = view.spec
+    return {proc: (1.0 + (s.w_max - 1.0) * view.sent_fraction.get(proc, 0.0), 0.0)
+            for proc, (job, _rank) in view.job_of.items()
+            if job in view.training and view.iteration.get(proc, -1) >= 0}
+
+
+POLICIES = {"dcqcn": dcqcn, "prc": prc, "oracle": oracle, "mltcp": mltcp}

@@ -1,0 +1,98 @@
+"""The control plane on synthetic progress events: lag against a
+process's own baseline, transient vs persistent, and what each policy
+asks for. No root needed."""
+import pytest
+
+from control.inference import LagTracker
+from control.policies import POLICIES, View
+from scenario.control import ControlSpec, parse_control
+from scenario.spec import ScenarioError
+from workload import events as ev
+
+MS = 1_000_000
+
+
+def _iteration(tracker, proc, it, start_ms, compute_ms=80.0, step_ms=10.0, steps=3, late_ms=0.0):
+    """One ring iteration's events of proc: compute (plus late_ms), then steps."""
+    t = start_ms
+    tracker.observe(ev.Event(int(t * MS), "j", proc, proc, it, ev.ITERATION_START))
+    t += compute_ms + late_ms
+    tracker.observe(ev.Event(int(t * MS), "j", proc, proc, it, ev.COMPUTE_END, "B mb 0"))
+    for k in range(steps):
+        tracker.observe(ev.Event(int(t * MS), "j", proc, proc, it, ev.STEP_START, f"step {k + 1}/{steps}"))
+        t += step_ms
+        tracker.observe(ev.Event(int(t * MS), "j", proc, proc, it, ev.STEP_END, f"step {k + 1}/{steps}"))
+    tracker.observe(ev.Event(int(t * MS), "j", proc, proc, it, ev.ITERATION_END))
+    return t
+
+
+def test_a_transient_straggler_is_late_by_its_extra_compute_while_it_computes_and_after():
+    tracker = LagTracker(window=5, late_threshold=0.05)
+    t = 0.0
+    for it in range(4):
+        t = _iteration(tracker, 0, it, t)
+    # iteration 4 starts; compute should end 80 ms in (baseline iteration 110 ms)
+    tracker.observe(ev.Event(int(t * MS), "j", 0, 0, 4, ev.ITERATION_START))
+    assert tracker.lag(0, int((t + 70) * MS)) == 0.0             # nothing overdue yet
+    assert tracker.lag(0, int((t + 91) * MS)) == pytest.approx(11 / 110, rel=0.01)   # compute end overdue by 11 ms
+    assert tracker.late(0, int((t + 91) * MS)) and not tracker.late(0, int((t + 84) * MS))
+    tracker.observe(ev.Event(int((t + 100) * MS), "j", 0, 0, 4, ev.COMPUTE_END, "B mb 0"))
+    assert tracker.lag(0, int((t + 100) * MS)) == pytest.approx(20 / 110, rel=0.01)   # stays late after it
+    assert not tracker.persistent(0)
+
+
+def test_a_process_late_in_most_iterations_becomes_persistent_and_is_no_longer_late():
+    tracker = LagTracker(window=5, late_threshold=0.05)
+    t = 0.0
+    for it in range(3):
+        t = _iteration(tracker, 0, it, t)
+    for it in range(3, 6):                      # from now on 30 ms slower every iteration
+        assert not tracker.persistent(0)
+        t = _iteration(tracker, 0, it, t, late_ms=30)
+    assert tracker.persistent(0)                # late in 3 of its last 5
+    tracker.observe(ev.Event(int(t * MS), "j", 0, 0, 6, ev.ITERATION_START))
+    assert not tracker.late(0, int((t + 115) * MS))        # its baseline moved: 110 ms compute is its normal
+
+
+def _view(spec, tracker, now_ms, slowdowns=None, iteration=None, sent=None):
+    return View(spec, tracker, int(now_ms * MS), {0: "h0", 1: "h1", 2: "h0"},
+                {0: ("train", 0), 1: ("train", 1), 2: ("bg", 0)}, {"train"},
+                slowdowns or {"train": [[0.0] * 10, [0.0] * 10]}, iteration or {}, sent or {})
+
+
+def test_prc_helps_the_late_process_by_its_lag_and_its_nic_neighbour_yields():
+    spec = ControlSpec(policy="prc", gain=10.0, w_max=4.0, w_yield=0.5, floor=0.3)
+    tracker = LagTracker(window=5, late_threshold=0.05)
+    t = 0.0
+    for it in range(3):
+        t = _iteration(tracker, 0, it, t)
+        _iteration(tracker, 1, it, t - 110)
+    tracker.observe(ev.Event(int(t * MS), "j", 0, 0, 3, ev.ITERATION_START))
+    got = POLICIES["prc"](_view(spec, tracker, t + 91))
+    assert got[0] == (pytest.approx(1 + 10 * 11 / 110, rel=0.01), 0.3)
+    assert got[2] == (0.5, 0.0) and 1 not in got          # bg shares h0 with the late rank; rank 1 is elsewhere
+    assert POLICIES["prc"](_view(spec, tracker, t + 200))[0][0] == 4.0      # capped at w_max
+    assert POLICIES["dcqcn"](_view(spec, tracker, t + 91)) == {}
+
+
+def test_oracle_helps_every_rank_of_the_job_in_the_straggler_iteration_only():
+    spec = ControlSpec(policy="oracle", w_max=4.0)
+    table = {"train": [[0.0, 0.0, 0.0], [0.0, 0.5, 0.0]]}
+    tracker = LagTracker(window=5, late_threshold=0.05)
+    assert POLICIES["oracle"](_view(spec, tracker, 0, table, {0: 1, 1: 1, 2: 1})) == {0: (4.0, 0.0), 1: (4.0, 0.0)}
+    assert POLICIES["oracle"](_view(spec, tracker, 0, table, {0: 2, 1: 2, 2: 1})) == {}
+
+
+def test_mltcp_weight_grows_with_the_bytes_sent():
+    spec = ControlSpec(policy="mltcp", w_max=4.0)
+    got = POLICIES["mltcp"](_view(spec, LagTracker(5, 0.05), 0, iteration={0: 1, 1: 1, 2: 1},
+                                  sent={0: 0.0, 1: 0.5, 2: 0.9}))
+    assert got == {0: (1.0, 0.0), 1: (2.5, 0.0)}           # bg is not a training job
+
+
+@pytest.mark.parametrize("table,key", [({"policy": "fast"}, "control.policy"), ({"gain": "x"}, "control.gain"),
+                                       ({"w_max": 0.5}, "control.w_max"), ({"window": 0}, "control.window"),
+                                       ({"colour": 1}, "control.colour"), ({"observe": "gpu"}, "control.observe")])
+def test_bad_control_tables_name_the_key(table, key):
+    with pytest.raises(ScenarioError, match=f"^{key}:"):
+        parse_control(table)
