@@ -10,6 +10,7 @@ next event, which also applies it to the timer steps of the silence
 before it (docs/cc.md)."""
 from __future__ import annotations
 
+import ctypes
 import os
 
 from dataplane.bpf_mmap import MmapArray
@@ -45,6 +46,13 @@ class HookMap:
     def set(self, proc: int, weight: float = 1.0, floor_frac: float = 0.0, cap_frac: float = 0.0) -> None:
         """A weight, and a floor and cap as fractions of line rate (0: none)."""
         self.write(proc, hook(weight, floor_frac, cap_frac))
+
+    def weight_address(self, proc: int) -> int:
+        """Where proc's weight lives, for C readers (the TX engine's port
+        arbiter); valid while the map is mapped."""
+        if not 0 <= proc < MAX_PROCS:
+            raise ValueError(f"process must be 0..{MAX_PROCS - 1}, got {proc}")
+        return ctypes.addressof(self._view[proc]) + Hook.weight.offset
 
     def read(self, proc: int) -> Hook:
         return Hook.from_buffer_copy(self._view[proc])

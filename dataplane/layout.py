@@ -53,7 +53,8 @@ def project_mirrors() -> tuple[list[Mirror], dict[str, int]]:
         ("qp_cc", nic.QpCc), ("qp_tx", nic.QpTx), ("qp_rx", nic.QpRx), ("nic_stamp", nic.NicStamp),
         ("nic_doorbell", nic.NicDoorbell), ("port_cfg", switch.PortCfg),
         ("port_stats", switch.PortStats), ("qp_counters", shared.QpCounters),
-        ("tx_frame", tx_native.TxFrame), ("tx_credit", tx_native.TxCredit), ("tx_qp", tx_native.TxQp),
+        ("tx_frame", tx_native.TxFrame), ("tx_credit", tx_native.TxCredit), ("tx_port", tx_native.TxPort),
+        ("tx_qp", tx_native.TxQp),
         ("tx_sched_entry", tx_native.TxSchedEntry), ("tx_sched", tx_native.TxSched),
         ("tx_log_entry", fidelity.PACKET_LOG))]
     constants = {

@@ -32,6 +32,10 @@ class TxCredit(ctypes.Structure):
                 ("rx", ctypes.POINTER(u64p)), ("n_rx", ctypes.c_uint32), ("reserved", ctypes.c_uint32)]
 
 
+class TxPort(ctypes.Structure):
+    pass            # fields below TxQp, which they point to
+
+
 class TxQp(ctypes.Structure):
     _fields_ = [("fd", ctypes.c_int32), ("next_psn", ctypes.c_uint32),
                 ("departure", u64p), ("rate", u64p),
@@ -44,7 +48,14 @@ class TxQp(ctypes.Structure):
                 ("send_errors", ctypes.c_uint64),
                 ("log", ctypes.c_void_p), ("log_len", ctypes.c_uint64), ("log_cap", ctypes.c_uint64),
                 ("naks", u64p), ("naks_seen", ctypes.c_uint64), ("retransmits", ctypes.c_uint64),
-                ("high_psn", ctypes.c_uint32), ("reserved", ctypes.c_uint32), ("held_since", ctypes.c_uint64)]
+                ("high_psn", ctypes.c_uint32), ("reserved", ctypes.c_uint32), ("held_since", ctypes.c_uint64),
+                ("port", ctypes.POINTER(TxPort)), ("weight", ctypes.POINTER(ctypes.c_uint32)),
+                ("vtag", ctypes.c_uint64)]
+
+
+TxPort._fields_ = [("free_at", ctypes.c_uint64), ("ps_per_byte", ctypes.c_uint64), ("vclock", ctypes.c_uint64),
+                   ("waits", ctypes.c_uint64), ("qps", ctypes.POINTER(ctypes.POINTER(TxQp))),
+                   ("n_qps", ctypes.c_uint32), ("reserved", ctypes.c_uint32)]
 
 
 class TxSchedEntry(ctypes.Structure):

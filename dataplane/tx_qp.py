@@ -82,6 +82,7 @@ class SendQp:
         self.c = TxQp(fd=sock.fileno(), mtu=mtu, departure=ctypes.cast(departure, u64p),
                       rate=ctypes.cast(rate, u64p))
         self.credit: PortCredit | None = None
+        self.port = None                          # tx_native.TxPort it shares, if any
         self._pause = None
         self.head: Message | None = None
         self.unacked: deque[Message] = deque()     # sent whole, not acknowledged yet

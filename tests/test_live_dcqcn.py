@@ -236,6 +236,26 @@ def test_a_process_weight_moves_delivered_bandwidth_in_either_mode(pfc):
     assert pauses == 0 or pfc
 
 
+def _one_host_two_processes(weight: float):
+    """One host sends to two others (no congested switch port): its NIC
+    port's arbiter alone splits the line, the second QP's process at
+    `weight`. Delivered shares and the arbiter's waits."""
+    from dataplane.cc import Hook
+    from experiment.live_run import run_flows
+
+    with _default_testbed() as (scenario, testbed):
+        result = run_flows(testbed, scenario.live, [("h0", "h1"), ("h0", "h2")], 3.0, settle_s=1.0,
+                           hooks={1: Hook(weight=int(weight * 1024))}, procs=[0, 1])
+        return np.mean(result.shares(1.0, 1.0), axis=0)
+
+
+@pytest.mark.parametrize("weight", [1.0, 4.0])
+def test_a_hosts_qps_share_its_nic_port_by_their_processes_weights(weight):
+    shares = run_sandboxed(_one_host_two_processes, weight, timeout_s=300)
+    assert sum(shares) >= 0.9, shares                                  # the line stays full
+    assert shares[1] / sum(shares) == pytest.approx(weight / (1 + weight), abs=0.05), shares
+
+
 def _attach_into_a_vanished_host():
     import os
     import subprocess

@@ -85,12 +85,67 @@ static int doorbell_rang(const struct tx_sched *s)
 	return s->doorbell && *s->doorbell != s->doorbell_seen;
 }
 
+#define WEIGHT_ONE 1024u
+#define WEIGHT_MAX (64u * WEIGHT_ONE)
+#define PORT_MAX_AHEAD_BYTES (64u * 9000u)	/* no QP waits longer than this much wire time */
+#define PORT_ELIGIBLE_BYTES (2u * 9000u)	/* due within this much wire time: competing */
+
+/* The port's share of a packet: its start tag moves the port's virtual
+ * clock; the QP's finish tag grows by the packet's bytes over its weight,
+ * so backlogged QPs of one port send in proportion to their weights. */
+static void port_take(struct tx_qp *qp, uint64_t now, uint32_t len)
+{
+	struct tx_port *p = qp->port;
+	uint32_t w = qp->weight ? *qp->weight : 0;
+	uint64_t start = qp->vtag > p->vclock ? qp->vtag : p->vclock;
+
+	w = w == 0 ? WEIGHT_ONE : (w > WEIGHT_MAX ? WEIGHT_MAX : w);
+	p->vclock = start;
+	qp->vtag = start + (uint64_t)len * WEIGHT_ONE / w;
+	p->free_at = (p->free_at > now ? p->free_at : now) + (uint64_t)len * p->ps_per_byte / 1000;
+}
+
+/* The earliest a QP may take its port: when the port is free, later by
+ * how far its start tag is ahead of the port's virtual clock (in the
+ * port's time per byte), so that of the QPs waiting for the port the one
+ * owed most goes first. */
+static uint64_t start_tag(const struct tx_qp *qp)
+{
+	return qp->vtag > qp->port->vclock ? qp->vtag : qp->port->vclock;
+}
+
+static uint64_t port_due(const struct tx_qp *qp)
+{
+	const struct tx_port *p = qp->port;
+	/* the QPs that want the port by the time it is free: ones with a
+	 * message whose own departure has come, not held by a pause */
+	uint64_t horizon = p->free_at + PORT_ELIGIBLE_BYTES * p->ps_per_byte / 1000;
+	uint64_t first = start_tag(qp), ahead;
+
+	for (uint32_t i = 0; i < p->n_qps; i++) {
+		const struct tx_qp *q = p->qps[i];
+
+		if (q == qp || q->msg_sent >= q->msg_len || *q->departure > horizon ||
+		    (q->n_pause && paused_until(q) > horizon))
+			continue;
+		if (start_tag(q) < first)
+			first = start_tag(q);
+	}
+	ahead = start_tag(qp) - first;
+
+	if (ahead > PORT_MAX_AHEAD_BYTES)
+		ahead = PORT_MAX_AHEAD_BYTES;
+	return p->free_at + ahead * p->ps_per_byte / 1000;
+}
+
 /* Send the head message's packets while the QP is due and no other QP is
  * due before it. A packet is due lead_ns before its departure time (the
- * kernel pacer holds it from there; 0 for the cooperative pacer); a due
- * time up to spin_ns ahead (and not after not_after, the other QPs'
- * earliest) is waited for here; at most max_packets per call. A NAK for
- * the QP or the doorbell ends the burst. */
+ * kernel pacer holds it from there; 0 for the cooperative pacer) and not
+ * before its port is free; a due time up to spin_ns ahead (and not after
+ * not_after, the other QPs' earliest) is waited for here; at most
+ * max_packets per call. A QP that had to wait for its port sends one
+ * packet per call, so that the scheduler can pick the port's next QP by
+ * virtual time. A NAK for the QP or the doorbell ends the burst. */
 enum tx_status tx_burst(struct tx_qp *qp, uint64_t lead_ns, uint64_t not_after, uint64_t spin_ns,
 			uint32_t max_packets, const struct tx_sched *s, uint64_t *when)
 {
@@ -98,6 +153,13 @@ enum tx_status tx_burst(struct tx_qp *qp, uint64_t lead_ns, uint64_t not_after, 
 		uint64_t departure = *qp->departure;
 		uint64_t due = due_time(departure, lead_ns);
 		uint64_t now = tx_clock_ns();
+		int port_bound = qp->port && port_due(qp) > due;
+
+		if (port_bound) {
+			due = port_due(qp);
+			if (due > now && !qp->held_since)
+				qp->held_since = now;	/* the arbiter's wait, not the engine's */
+		}
 
 		if (qp->naks && *qp->naks != qp->naks_seen) {
 			*when = now;
@@ -107,7 +169,10 @@ enum tx_status tx_burst(struct tx_qp *qp, uint64_t lead_ns, uint64_t not_after, 
 			*when = due;
 			return TX_EVENT;
 		}
-		if (due > not_after || n == max_packets || (due > now && due - now > spin_ns)) {
+		if (due > not_after || n == max_packets || (due > now && due - now > spin_ns) ||
+		    (port_bound && n > 0 && due >= not_after)) {
+			if (port_bound)
+				qp->port->waits++;
 			*when = due;
 			return TX_WAIT;
 		}
@@ -144,6 +209,8 @@ enum tx_status tx_burst(struct tx_qp *qp, uint64_t lead_ns, uint64_t not_after, 
 		while (rc < 0 && errno == EINTR);
 		if (rc < 0)
 			qp->send_errors++;	/* a full qdisc: the packet is lost */
+		else if (qp->port)
+			port_take(qp, now, f->len);
 		if (psn_before(qp->next_psn, qp->high_psn))
 			qp->retransmits++;
 		else

@@ -31,6 +31,22 @@ struct tx_credit {
 	uint32_t reserved;
 };
 
+/* A host NIC's port: one packet on the wire at a time, at line rate.
+ * The QPs sharing it take turns by their processes' weights (start-time
+ * fair queueing on virtual time), as an RNIC's transmit arbiter does; so
+ * two QPs of one host never queue behind each other in the host's qdisc. */
+struct tx_qp;
+
+struct tx_port {
+	uint64_t free_at;		/* when the packet on the wire has left */
+	uint64_t ps_per_byte;		/* wire time of a byte, picoseconds */
+	uint64_t vclock;		/* the start tag of the last packet sent */
+	uint64_t waits;			/* times a QP found the port busy */
+	struct tx_qp *const *qps;	/* the QPs sharing it */
+	uint32_t n_qps;
+	uint32_t reserved;
+};
+
 struct tx_log_entry {
 	uint64_t sent_ns;
 	uint32_t wire_bytes;
@@ -68,6 +84,9 @@ struct tx_qp {
 	uint32_t high_psn;			/* the PSN after the highest one sent */
 	uint32_t reserved;
 	uint64_t held_since;			/* when a pause or the credit began to hold it (0: not held) */
+	struct tx_port *port;			/* NULL: no arbitration (one QP per socket) */
+	const volatile uint32_t *weight;	/* its process's PRC weight, 1024 = 1 (NULL or 0: 1) */
+	uint64_t vtag;				/* virtual finish time of its last packet on the port */
 };
 
 enum tx_status {

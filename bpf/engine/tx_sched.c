@@ -10,9 +10,17 @@
 
 #define CREDIT_RETRY_NS 5000	/* a QP held by a full wire looks again this much later */
 
-static int earlier(const struct tx_sched_entry *a, const struct tx_sched_entry *b)
+/* Due first; among QPs due at once (those a busy port holds) the one its
+ * port owes most, by virtual time; then by slot. */
+static int earlier(const struct tx_sched *s, const struct tx_sched_entry *a, const struct tx_sched_entry *b)
 {
-	return a->due < b->due || (a->due == b->due && a->slot < b->slot);
+	uint64_t va, vb;
+
+	if (a->due != b->due)
+		return a->due < b->due;
+	va = s->qps[a->slot]->vtag;
+	vb = s->qps[b->slot]->vtag;
+	return va < vb || (va == vb && a->slot < b->slot);
 }
 
 static void swap(struct tx_sched_entry *a, struct tx_sched_entry *b)
@@ -28,9 +36,9 @@ static void sift_down(struct tx_sched *s, uint32_t i)
 	for (;;) {
 		uint32_t l = 2 * i + 1, r = l + 1, m = i;
 
-		if (l < s->n && earlier(&s->heap[l], &s->heap[m]))
+		if (l < s->n && earlier(s, &s->heap[l], &s->heap[m]))
 			m = l;
-		if (r < s->n && earlier(&s->heap[r], &s->heap[m]))
+		if (r < s->n && earlier(s, &s->heap[r], &s->heap[m]))
 			m = r;
 		if (m == i)
 			return;
@@ -45,7 +53,7 @@ void tx_sched_push(struct tx_sched *s, uint32_t slot, uint64_t due)
 	uint32_t i = s->n++;
 
 	s->heap[i] = (struct tx_sched_entry){ .due = due, .slot = slot };
-	while (i > 0 && earlier(&s->heap[i], &s->heap[(i - 1) / 2])) {
+	while (i > 0 && earlier(s, &s->heap[i], &s->heap[(i - 1) / 2])) {
 		swap(&s->heap[i], &s->heap[(i - 1) / 2]);
 		i = (i - 1) / 2;
 	}
@@ -71,7 +79,7 @@ int tx_sched_remove(struct tx_sched *s, uint32_t slot)
 			continue;
 		s->heap[i] = s->heap[--s->n];
 		if (i < s->n) {		/* the moved entry may belong above or below */
-			while (i > 0 && earlier(&s->heap[i], &s->heap[(i - 1) / 2])) {
+			while (i > 0 && earlier(s, &s->heap[i], &s->heap[(i - 1) / 2])) {
 				swap(&s->heap[i], &s->heap[(i - 1) / 2]);
 				i = (i - 1) / 2;
 			}
