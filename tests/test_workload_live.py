@@ -108,8 +108,8 @@ def test_run_writes_the_workload_results(tmp_path):
     assert rc == 0, out + err
     (folder,) = (tmp_path / "results").iterdir()
     assert sorted(p.name for p in folder.iterdir()) == [
-        "config.json", "connections.csv", "iterations.csv", "summary.json", "timeline.csv", "timeline.png",
-        "versions.json"]
+        "config.json", "connections.csv", "control.csv", "iterations.csv", "summary.json", "timeline.csv",
+        "timeline.png", "versions.json"]
     summary = json.loads((folder / "summary.json").read_text())
     train = summary["jobs"]["train"]
     assert summary["finished"] and train["iterations_measured"] == ITERATIONS - 1

@@ -101,6 +101,7 @@ static void port_take(struct tx_qp *qp, uint64_t now, uint32_t len)
 
 	w = w == 0 ? WEIGHT_ONE : (w > WEIGHT_MAX ? WEIGHT_MAX : w);
 	p->vclock = start;
+	p->last = qp;
 	qp->vtag = start + (uint64_t)len * WEIGHT_ONE / w;
 	p->free_at = (p->free_at > now ? p->free_at : now) + (uint64_t)len * p->ps_per_byte / 1000;
 }
@@ -157,8 +158,10 @@ enum tx_status tx_burst(struct tx_qp *qp, uint64_t lead_ns, uint64_t not_after, 
 
 		if (port_bound) {
 			due = port_due(qp);
-			if (due > now && !qp->held_since)
-				qp->held_since = now;	/* the arbiter's wait, not the engine's */
+			/* another QP's packet on the wire holds it: the arbiter's
+			 * wait, not the engine's (its own is its own pacing) */
+			if (due > now && qp->port->last != qp && !qp->held_since)
+				qp->held_since = now;
 		}
 
 		if (qp->naks && *qp->naks != qp->naks_seen) {

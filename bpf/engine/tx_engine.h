@@ -45,6 +45,7 @@ struct tx_port {
 	struct tx_qp *const *qps;	/* the QPs sharing it */
 	uint32_t n_qps;
 	uint32_t reserved;
+	const struct tx_qp *last;	/* the QP of the packet on the wire */
 };
 
 struct tx_log_entry {
