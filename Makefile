@@ -13,6 +13,7 @@ demo: bootstrap
 	$(VENV)/bin/prc-emu demo
 	$(VENV)/bin/prc-emu run examples/default.toml
 	$(VENV)/bin/prc-emu run examples/training.toml
+	$(VENV)/bin/prc-emu compare examples/prc.toml --runs 2
 
 test: bootstrap
 	$(PY) -m pytest -q

@@ -5,7 +5,8 @@ machine rather than the network (summary `valid` false) is repeated with
 the same seeds after the others, at most MAX_RETRIES times, and left out
 of the statistics. Every run's results as `prc-emu run` writes them, and
 across runs compare.csv, compare.json (mean and 95% interval of each
-metric per variant over its valid runs) and compare.png."""
+metric per variant over its valid runs, and of its paired relative change
+against the first variant, run by run) and compare.png."""
 from __future__ import annotations
 
 import math
@@ -24,6 +25,7 @@ TRAINING_METRICS = (
     ("amplification", "straggler iteration slowdown / added compute"),
     ("job_amplification", "time the job lost / added compute"),
     ("straggler_slowdown_ms", "straggler iteration slowdown (ms live)"),
+    ("straggler_iteration_ms", "straggler iteration (ms live)"),
     ("steady_ms", "steady iteration (median of normal, ms live)"),
     ("normal_cv", "CV of normal iterations"),
     ("iteration_mean_ms", "mean iteration (ms live)"),
@@ -56,6 +58,7 @@ def run_metrics(summary: dict) -> dict[str, float]:
         if "iteration_ms" in job:
             values = {"amplification": job.get("amplification"), "job_amplification": job.get("job_amplification"),
                       "straggler_slowdown_ms": job.get("straggler_slowdown_ms"),
+                      "straggler_iteration_ms": job["straggler_ms"].get("mean"),
                       "steady_ms": job["normal_ms"].get("p50"), "normal_cv": job["normal_ms"].get("cv"),
                       "iteration_mean_ms": job["iteration_ms"].get("mean")}
         else:
@@ -74,6 +77,22 @@ def aggregate(rows: list[dict]) -> dict:
     return {v: {k: interval(vals) for k, vals in metrics.items()} for v, metrics in by_variant.items()}
 
 
+def versus(rows: list[dict], base: str) -> dict:
+    """variant -> JOB:METRIC -> interval of (variant - base) / base over
+    the runs (same seeds) where both were valid: the paired change
+    against variant `base`."""
+    valid = {(r["variant"], r["run"]): r["metrics"] for r in rows if r["valid"]}
+    out: dict[str, dict[str, list[float]]] = {}
+    for (variant, run), metrics in valid.items():
+        ref = valid.get((base, run))
+        if variant == base or ref is None:
+            continue
+        for key, value in metrics.items():
+            if ref.get(key):
+                out.setdefault(variant, {}).setdefault(key, []).append((value - ref[key]) / ref[key])
+    return {v: {k: interval(vals) for k, vals in metrics.items()} for v, metrics in out.items()}
+
+
 def _label(key: str) -> str:
     metric = key.split(":", 1)[1]
     return dict(TRAINING_METRICS + BACKGROUND_METRICS).get(metric, metric)
@@ -87,7 +106,7 @@ def _cell(stat: dict, scale: float = 1.0) -> str:
     return f"{stat['mean'] * scale:.2f} [{stat['lo'] * scale:.2f}, {stat['hi'] * scale:.2f}]"
 
 
-def table(plan, rows: list[dict], stats: dict) -> str:
+def table(plan, rows: list[dict], stats: dict, changes: dict | None = None) -> str:
     keys = sorted({k for metrics in stats.values() for k in metrics})
     width = max(len(v.name) for v in plan.variants)
     lines = []
@@ -100,7 +119,9 @@ def table(plan, rows: list[dict], stats: dict) -> str:
     for key in keys:
         lines.append(f"  {key} ({_label(key)}), mean [95% interval] over runs:")
         for v in plan.variants:
-            lines.append(f"    {v.name:<{width}}  {_cell(stats.get(v.name, {}).get(key, {}))}")
+            change = (changes or {}).get(v.name, {}).get(key, {})
+            lines.append(f"    {v.name:<{width}}  {_cell(stats.get(v.name, {}).get(key, {}))}"
+                         + (f"   {_cell(change, 100)}% vs {plan.variants[0].name}" if change.get("n") else ""))
     return "\n".join(lines)
 
 
@@ -197,6 +218,7 @@ def main(plan_path: str, results_root: str, state_dir: str | None, runs: int | N
                 print(f"    invalid: {summary['invalid_because']}", flush=True)
                 queue.again(run, variant, attempt)
         stats = aggregate(rows)
+        changes = versus(rows, plan.variants[0].name)
         keys = sorted({k for r in rows for k in r["metrics"]})
         out.csv("compare.csv", ["variant", "run", "attempt", "valid", "folder"] + keys,
                 ([r["variant"], r["run"], r["attempt"], r["valid"], r["folder"]]
@@ -206,10 +228,11 @@ def main(plan_path: str, results_root: str, state_dir: str | None, runs: int | N
                                   "order": [f"{v.name}#{r}" for r, v, _attempt in queue.order],
                                   "variants": {v.name: v.about for v in plan.variants},
                                   "metrics": {k: _label(k) for k in keys}, "stats": stats,
+                                  "change_vs_" + plan.variants[0].name: changes,
                                   "seeds": "run r adds r to every job's seed, in every variant",
                                   "versions": versions()})
         plot(plan, rows, stats, out.dir / PLOT)
-    print(table(plan, rows, stats))
+    print(table(plan, rows, stats, changes))
     final = Path(results_root) / compare_id
     print(f"results: {final}  (plot: {final / PLOT})")
     return 0 if all(r["finished"] for r in rows) else 3

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from experiment.compare import MAX_RETRIES, RunQueue, aggregate, interval
+from experiment.compare import MAX_RETRIES, RunQueue, aggregate, interval, versus
 from scenario.plan import load_plan
 from scenario.spec import ScenarioError
 from workload.stats import Iteration, summarize_job
@@ -164,3 +164,15 @@ def test_runs_interleave_and_an_invalid_one_comes_again_with_its_seeds_after_the
             queue.again(run, variant, attempt)
     assert seen[:6] == [(0, "a", 1), (0, "b", 1), (0, "c", 1), (1, "b", 1), (1, "c", 1), (1, "a", 1)]
     assert seen[6:] == [(0, "b", k) for k in range(2, MAX_RETRIES + 2)]
+
+
+def test_changes_against_the_first_variant_pair_runs_with_the_same_seeds():
+    rows = [{"variant": "dcqcn", "run": 0, "valid": True, "metrics": {"t:x": 200.0}},
+            {"variant": "prc", "run": 0, "valid": True, "metrics": {"t:x": 180.0}},
+            {"variant": "dcqcn", "run": 1, "valid": True, "metrics": {"t:x": 250.0}},
+            {"variant": "prc", "run": 1, "valid": True, "metrics": {"t:x": 200.0}},
+            {"variant": "dcqcn", "run": 2, "valid": False, "metrics": {"t:x": 999.0}},
+            {"variant": "prc", "run": 2, "valid": True, "metrics": {"t:x": 100.0}}]
+    got = versus(rows, "dcqcn")
+    assert list(got) == ["prc"] and got["prc"]["t:x"]["n"] == 2          # run 2 has no valid baseline
+    assert got["prc"]["t:x"]["mean"] == pytest.approx((-0.1 - 0.2) / 2)
