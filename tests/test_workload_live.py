@@ -196,10 +196,11 @@ def test_live_pipeline_stages_compute_a_microbatch_only_after_its_input_arrived(
 
 def test_a_lossy_fabric_drops_and_the_training_job_still_finishes_with_every_byte_once():
     # every ring message starts at line rate (fresh QP state) into a 20 KB
-    # buffer whose port an always-on background already fills
+    # buffer whose port an always-on background from another host already
+    # fills (its ring visits the hosts in another order)
     text = _jobs("none").replace("[topology]", "[links]\nbuffer_bytes = 20000\n[pfc]\nenabled = false\n[topology]")
     text = text.replace('name = "train"', 'name = "train"\nqp_state = "fresh"')
-    text += '[[job]]\nname = "bg"\nkind = "bulk"\n[job.model]\nchunk_bytes = 262144\n'
+    text += '[[job]]\nname = "bg"\nkind = "bulk"\nhosts = ["h0", "h2", "h1", "h3"]\n[job.model]\nchunk_bytes = 262144\n'
     result = run_sandboxed(_live, text, timeout_s=300)
     assert result.finished and result.port_drops > 0
     train = [q for q in result.qp_stats if q["job"] == "train"]
