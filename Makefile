@@ -23,6 +23,7 @@ bench: bootstrap
 	$(PY) benchmarks/nic_bench.py
 	$(PY) benchmarks/engine_bench.py
 	$(PY) benchmarks/completion_bench.py
+	$(PY) benchmarks/control_bench.py
 
 clean-venv:
 	rm -rf $(VENV)
