@@ -69,11 +69,15 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
 
 def _compare(args) -> int:
     from experiment.compare import main
-    return main(args.plan, args.results, args.state_dir, args.runs)
+    policies = [p for p in args.cc.split(",") if p] if args.cc else None
+    return main(args.plan, args.results, args.state_dir, args.runs, policies)
 
 
 def _add_compare_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("plan", help="comparison plan TOML: a scenario and its variants (docs/scenario.md)")
+    p.add_argument("plan", help="comparison plan TOML: a scenario and its variants (docs/scenario.md); "
+                   "with --cc, a scenario")
+    p.add_argument("--cc", metavar="POLICY,...", help="run the scenario under each of these policies "
+                   "(dcqcn, prc, oracle, mltcp) instead of a plan's variants")
     p.add_argument("--runs", type=int, help="runs per variant (default: the plan's)")
     p.add_argument("--results", default="results", help="results folder (default: ./results)")
     p.add_argument("--state-dir", help="testbed run records (default: $PRC_EMU_STATE_DIR or /run/prc-emu)")

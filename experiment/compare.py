@@ -180,14 +180,19 @@ class RunQueue:
             self.waiting.append((run, variant, attempt + 1))
 
 
-def main(plan_path: str, results_root: str, state_dir: str | None, runs: int | None = None) -> int:
+def main(plan_path: str, results_root: str, state_dir: str | None, runs: int | None = None,
+         policies: list[str] | None = None) -> int:
+    """plan_path: a plan, or with `policies` a scenario to run under each."""
     from experiment.run import iteration_counter, on_testbed, workload_body
-    from scenario.plan import load_plan
+    from scenario.plan import load_plan, policy_plan
     from scenario.spec import ScenarioError
     from testbed.state import StateStore, state_dir as resolve_state_dir
 
     try:
-        plan = load_plan(plan_path)
+        if policies:
+            plan = policy_plan(plan_path, policies, runs or 2)
+        else:
+            plan = load_plan(plan_path)
         if runs is not None:
             if not 1 <= runs <= 100:
                 raise ScenarioError(f"--runs must be in 1..100, got {runs}")

@@ -142,3 +142,11 @@ def load_plan(path: str | Path) -> Plan:
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(f"{path}: not valid TOML ({exc})") from None
     return parse_plan(data, path.parent)
+
+
+def policy_plan(scenario_path: str | Path, policies: list[str], runs: int) -> Plan:
+    """A plan of one scenario under each of `policies` ([control] policy),
+    the scenario's other [control] keys kept."""
+    path = Path(scenario_path)
+    variants = [{"name": p, "about": f"[control] policy = {p!r}", "control": {"policy": p}} for p in policies]
+    return parse_plan({"scenario": path.name, "runs": runs, "variant": variants}, path.parent)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from experiment.compare import MAX_RETRIES, RunQueue, aggregate, interval, versus
-from scenario.plan import load_plan
+from scenario.plan import load_plan, policy_plan
 from scenario.spec import ScenarioError
 from workload.stats import Iteration, summarize_job
 
@@ -176,3 +176,25 @@ def test_changes_against_the_first_variant_pair_runs_with_the_same_seeds():
     got = versus(rows, "dcqcn")
     assert list(got) == ["prc"] and got["prc"]["t:x"]["n"] == 2          # run 2 has no valid baseline
     assert got["prc"]["t:x"]["mean"] == pytest.approx((-0.1 - 0.2) / 2)
+
+
+def test_a_scenario_under_several_policies_is_a_plan_of_one_variant_each(tmp_path):
+    (tmp_path / "s.toml").write_text(SCENARIO + "[control]\ngain = 5.0\n")
+    plan = policy_plan(tmp_path / "s.toml", ["dcqcn", "prc"], 3)
+    assert plan.runs == 3 and [v.name for v in plan.variants] == ["dcqcn", "prc"]
+    prc = plan.variants[1].scenario(0).control
+    assert prc.policy == "prc" and prc.gain == 5.0              # the scenario's other keys stay
+    with pytest.raises(ScenarioError, match=r"^variant\[0\]: .*control.policy"):
+        policy_plan(tmp_path / "s.toml", ["fast"], 2)
+
+
+def test_an_unknown_policy_exits_2_with_one_line_and_leaves_nothing(tmp_path):
+    (tmp_path / "s.toml").write_text(SCENARIO)
+    results = tmp_path / "results"
+    proc = subprocess.run([sys.executable, "-m", "cli.main", "compare", str(tmp_path / "s.toml"), "--cc",
+                           "dcqcn,fast", "--results", str(results), "--state-dir", str(tmp_path / "state")],
+                          capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "control.policy" in lines[0] and "fast" in lines[0]
+    assert not results.exists() and not (tmp_path / "state").exists()
