@@ -19,6 +19,7 @@ from scenario.spec import parse_scenario
 from workload import events as ev
 from workload.driver import Workload
 from workload.ideal import IdealTransport
+from workload.stats import percentile
 
 SCENARIO = {
     "topology": {"hosts": 4},
@@ -31,11 +32,6 @@ SCENARIO = {
          "model": {"chunk_bytes": 262144}},
     ],
 }
-
-
-def _percentile(values: list[int], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1)))]
 
 
 def main() -> None:
@@ -62,7 +58,7 @@ def main() -> None:
     for name, values in (("events that wrote a hook", writing), ("events that wrote none", quiet)):
         if values:
             print(f"  {name:<26} n={len(values):>6}  p50 {statistics.median(values) / 1e3:7.1f} us"
-                  f"  p99 {_percentile(values, 0.99) / 1e3:7.1f} us")
+                  f"  p99 {percentile(sorted(values), 0.99) / 1e3:7.1f} us")
     hooks.close()
 
 

@@ -72,9 +72,3 @@ class Controller:
                 self.decisions.append((now, proc, weight, floor, self.tracker.lag(proc, now)))
                 if event_ns is not None:
                     self.reaction_ns.append(self.workload.transport.now_ns() - event_ns)
-
-    def reset(self) -> None:
-        """Every process back to plain DCQCN."""
-        for proc in self.written:
-            self.hooks.set(proc, 1.0, 0.0)
-        self.written.clear()

@@ -37,10 +37,13 @@ class HookMap:
         finally:
             os.close(fd)            # the mapping keeps the map alive
 
-    def write(self, proc: int, value: Hook) -> None:
+    def _entry(self, proc: int) -> Hook:
         if not 0 <= proc < MAX_PROCS:
             raise ValueError(f"process must be 0..{MAX_PROCS - 1}, got {proc}")
-        entry = self._view[proc]
+        return self._view[proc]
+
+    def write(self, proc: int, value: Hook) -> None:
+        entry = self._entry(proc)
         entry.weight, entry.rate_floor, entry.rate_cap = value.weight, value.rate_floor, value.rate_cap
 
     def set(self, proc: int, weight: float = 1.0, floor_frac: float = 0.0, cap_frac: float = 0.0) -> None:
@@ -50,9 +53,7 @@ class HookMap:
     def weight_address(self, proc: int) -> int:
         """Where proc's weight lives, for C readers (the TX engine's port
         arbiter); valid while the map is mapped."""
-        if not 0 <= proc < MAX_PROCS:
-            raise ValueError(f"process must be 0..{MAX_PROCS - 1}, got {proc}")
-        return ctypes.addressof(self._view[proc]) + Hook.weight.offset
+        return ctypes.addressof(self._entry(proc)) + Hook.weight.offset
 
     def read(self, proc: int) -> Hook:
         return Hook.from_buffer_copy(self._view[proc])

@@ -36,9 +36,9 @@ from dataplane import roce
 from dataplane.nic import (ACKED_PSN_WORD, ACKED_RING_WORD, DEPARTURE_WORD, MESSAGES_WORD, NAK_PSN_WORD,
                            NAKS_WORD, QP_RX_WORDS, QP_TX_WORDS, RATE_WORD, TAKEN_RING_WORD, stamp_at)
 from dataplane.tx_frames import FrameFactory
-from dataplane.tx_native import (TX_IDLE, TX_LOG_FULL, TX_MESSAGE_DONE, TX_NAK, TxPort, TxQp, TxSched,
-                                 TxSchedEntry, library, u64p)
-from dataplane.tx_qp import PSN_HALF, Message, PortCredit, SendQp, psn_distance
+from dataplane.tx_native import (TX_IDLE, TX_LOG_FULL, TX_MESSAGE_DONE, TX_NAK, TxQp, TxSched, TxSchedEntry,
+                                 library, u64p)
+from dataplane.tx_qp import PSN_HALF, Message, NicPort, PortCredit, SendQp, psn_distance
 
 CLOCK = time.CLOCK_MONOTONIC          # the clock of bpf_ktime_get_ns
 SPIN_BELOW_NS = 500_000               # closer than this to a departure: spin, do not sleep
@@ -103,7 +103,6 @@ class TxEngine:
         self._queued: set[int] = set()             # QPNs in the C heap
         self._outstanding: set[SendQp] = set()     # reliable QPs with unacknowledged messages
         self._watches: dict[int, ReceiveWatch] = {}
-        self._port_members: dict = {}             # a shared port's address -> its QPs (and their C array)
         self._timers: list[tuple[int, int, object]] = []     # (due, order, fn): a heap
         self._order = itertools.count()
 
@@ -144,19 +143,13 @@ class TxEngine:
         self.qps[qpn] = qp
         return qp
 
-    def share_port(self, qpn: int, port: TxPort, weight_address: int | None = None) -> None:
+    def share_port(self, qpn: int, port: NicPort, weight_address: int | None = None) -> None:
         """QP qpn sends through a NIC port it shares with other QPs (its
         host's): one packet at a time at the port's rate, the backlogged
         QPs taking turns in proportion to the 32-bit weight at
         weight_address (1024 = 1; its process's PRC hook), else equally."""
         qp = self.qps[qpn]
-        qp.port = port                  # kept alive with the QP
-        qp.c.port = ctypes.pointer(port)
-        members = self._port_members.setdefault(ctypes.addressof(port), [])
-        members.append(ctypes.pointer(qp.c))
-        array = (ctypes.POINTER(TxQp) * len(members))(*members)
-        self._port_members[ctypes.addressof(port), "array"] = array     # C reads it: keep it alive
-        port.qps, port.n_qps = array, len(members)
+        port.join(qp)
         if weight_address is not None:
             qp.c.weight = ctypes.cast(weight_address, ctypes.POINTER(ctypes.c_uint32))
 

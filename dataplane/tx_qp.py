@@ -13,7 +13,7 @@ import numpy as np
 from dataplane import roce
 from dataplane.fidelity import PACKET_LOG
 from dataplane.tx_frames import FrameFactory
-from dataplane.tx_native import PSN_BITS, TxCredit, TxQp, u64p, word_pointers
+from dataplane.tx_native import PSN_BITS, TxCredit, TxPort, TxQp, u64p, word_pointers
 
 PSN_MASK = (1 << PSN_BITS) - 1
 PSN_HALF = 1 << (PSN_BITS - 1)
@@ -70,6 +70,23 @@ class PortCredit:
         self.c.rx, self.c.n_rx = self._rx, len(rx_addresses)
 
 
+class NicPort:
+    """A host NIC's port that its QPs share (struct tx_port: the arbiter's
+    state in C) and the C array of those QPs."""
+
+    def __init__(self, rate_bps: float):
+        self.c = TxPort(ps_per_byte=int(8e12 / rate_bps))
+        self._members: list = []
+        self._array = None              # C reads it: kept alive here
+
+    def join(self, qp: "SendQp") -> None:
+        qp.port = self
+        qp.c.port = ctypes.pointer(self.c)
+        self._members.append(ctypes.pointer(qp.c))
+        self._array = (ctypes.POINTER(TxQp) * len(self._members))(*self._members)
+        self.c.qps, self.c.n_qps = self._array, len(self._members)
+
+
 class SendQp:
     """A sending QP: its socket, its frames, its queue of messages, and the
     C side's view of it (counters, PSN, head message, packet log)."""
@@ -82,7 +99,7 @@ class SendQp:
         self.c = TxQp(fd=sock.fileno(), mtu=mtu, departure=ctypes.cast(departure, u64p),
                       rate=ctypes.cast(rate, u64p))
         self.credit: PortCredit | None = None
-        self.port = None                          # tx_native.TxPort it shares, if any
+        self.port: NicPort | None = None          # the NIC port it shares, if any
         self._pause = None
         self.head: Message | None = None
         self.unacked: deque[Message] = deque()     # sent whole, not acknowledged yet

@@ -9,6 +9,7 @@ metric per variant over its valid runs, and of its paired relative change
 against the first variant, run by run) and compare.png."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 import sys
@@ -20,17 +21,20 @@ from experiment.results import ResultsWriter, versions
 PLOT = "compare.png"
 MAX_RETRIES = 2             # an invalid run is repeated, same seeds, at most this many times
 
-# (summary key of a training job, label) and what a background job reports
-TRAINING_METRICS = (
-    ("amplification", "straggler iteration slowdown / added compute"),
-    ("job_amplification", "time the job lost / added compute"),
-    ("straggler_slowdown_ms", "straggler iteration slowdown (ms live)"),
-    ("straggler_iteration_ms", "straggler iteration (ms live)"),
-    ("steady_ms", "steady iteration (median of normal, ms live)"),
-    ("normal_cv", "CV of normal iterations"),
-    ("iteration_mean_ms", "mean iteration (ms live)"),
-)
-BACKGROUND_METRICS = (("share_during_comm", "per-rank share of line while training communicates"),)
+# metric: (label, its value from a job's summary.json entry, or None)
+TRAINING_METRICS = {
+    "amplification": ("straggler iteration slowdown / added compute", lambda j: j.get("amplification")),
+    "job_amplification": ("time the job lost / added compute", lambda j: j.get("job_amplification")),
+    "straggler_slowdown_ms": ("straggler iteration slowdown (ms live)", lambda j: j.get("straggler_slowdown_ms")),
+    "straggler_iteration_ms": ("straggler iteration (ms live)", lambda j: j["straggler_ms"].get("mean")),
+    "steady_ms": ("steady iteration (median of normal, ms live)", lambda j: j["normal_ms"].get("p50")),
+    "normal_cv": ("CV of normal iterations", lambda j: j["normal_ms"].get("cv")),
+    "iteration_mean_ms": ("mean iteration (ms live)", lambda j: j["iteration_ms"].get("mean")),
+}
+BACKGROUND_METRICS = {
+    "share_during_comm": ("per-rank share of line while training communicates",
+                          lambda j: j.get("per_rank_share_of_line_during_training_comm")),
+}
 
 # two-sided 95% Student t quantiles by degrees of freedom
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
@@ -55,26 +59,26 @@ def run_metrics(summary: dict) -> dict[str, float]:
     """JOB:METRIC -> value of one run's summary.json (those it has)."""
     out = {}
     for name, job in summary["jobs"].items():
-        if "iteration_ms" in job:
-            values = {"amplification": job.get("amplification"), "job_amplification": job.get("job_amplification"),
-                      "straggler_slowdown_ms": job.get("straggler_slowdown_ms"),
-                      "straggler_iteration_ms": job["straggler_ms"].get("mean"),
-                      "steady_ms": job["normal_ms"].get("p50"), "normal_cv": job["normal_ms"].get("cv"),
-                      "iteration_mean_ms": job["iteration_ms"].get("mean")}
-        else:
-            values = {"share_during_comm": job.get("per_rank_share_of_line_during_training_comm")}
-        out.update({f"{name}:{k}": v for k, v in values.items() if v is not None})
+        metrics = TRAINING_METRICS if "iteration_ms" in job else BACKGROUND_METRICS
+        for metric, (_label, value_of) in metrics.items():
+            value = value_of(job)
+            if value is not None:
+                out[f"{name}:{metric}"] = value
     return out
+
+
+def _intervals(samples) -> dict:
+    """(variant, JOB:METRIC, value) samples -> variant -> JOB:METRIC -> interval."""
+    grouped: dict[str, dict[str, list[float]]] = {}
+    for variant, key, value in samples:
+        grouped.setdefault(variant, {}).setdefault(key, []).append(value)
+    return {v: {k: interval(vals) for k, vals in metrics.items()} for v, metrics in grouped.items()}
 
 
 def aggregate(rows: list[dict]) -> dict:
     """rows: {variant, run, valid, metrics} -> variant -> JOB:METRIC ->
     interval over the valid runs (an invalid one measured the machine)."""
-    by_variant: dict[str, dict[str, list[float]]] = {}
-    for row in (r for r in rows if r["valid"]):
-        for key, value in row["metrics"].items():
-            by_variant.setdefault(row["variant"], {}).setdefault(key, []).append(value)
-    return {v: {k: interval(vals) for k, vals in metrics.items()} for v, metrics in by_variant.items()}
+    return _intervals((r["variant"], k, v) for r in rows if r["valid"] for k, v in r["metrics"].items())
 
 
 def versus(rows: list[dict], base: str) -> dict:
@@ -82,20 +86,15 @@ def versus(rows: list[dict], base: str) -> dict:
     the runs (same seeds) where both were valid: the paired change
     against variant `base`."""
     valid = {(r["variant"], r["run"]): r["metrics"] for r in rows if r["valid"]}
-    out: dict[str, dict[str, list[float]]] = {}
-    for (variant, run), metrics in valid.items():
-        ref = valid.get((base, run))
-        if variant == base or ref is None:
-            continue
-        for key, value in metrics.items():
-            if ref.get(key):
-                out.setdefault(variant, {}).setdefault(key, []).append((value - ref[key]) / ref[key])
-    return {v: {k: interval(vals) for k, vals in metrics.items()} for v, metrics in out.items()}
+    return _intervals((variant, k, (v - valid[base, run][k]) / valid[base, run][k])
+                      for (variant, run), metrics in valid.items()
+                      if variant != base and (base, run) in valid
+                      for k, v in metrics.items() if valid[base, run].get(k))
 
 
 def _label(key: str) -> str:
     metric = key.split(":", 1)[1]
-    return dict(TRAINING_METRICS + BACKGROUND_METRICS).get(metric, metric)
+    return {**TRAINING_METRICS, **BACKGROUND_METRICS}[metric][0]
 
 
 def _cell(stat: dict, scale: float = 1.0) -> str:
@@ -184,19 +183,18 @@ def main(plan_path: str, results_root: str, state_dir: str | None, runs: int | N
          policies: list[str] | None = None) -> int:
     """plan_path: a plan, or with `policies` a scenario to run under each."""
     from experiment.run import iteration_counter, on_testbed, workload_body
-    from scenario.plan import load_plan, policy_plan
+    from scenario.plan import DEFAULT_RUNS, MAX_RUNS, load_plan, policy_plan
     from scenario.spec import ScenarioError
     from testbed.state import StateStore, state_dir as resolve_state_dir
 
     try:
+        if runs is not None and not 1 <= runs <= MAX_RUNS:
+            raise ScenarioError(f"--runs must be in 1..{MAX_RUNS}, got {runs}")
         if policies:
-            plan = policy_plan(plan_path, policies, runs or 2)
+            plan = policy_plan(plan_path, policies, runs or DEFAULT_RUNS)
         else:
             plan = load_plan(plan_path)
-        if runs is not None:
-            if not 1 <= runs <= 100:
-                raise ScenarioError(f"--runs must be in 1..100, got {runs}")
-            plan = type(plan)(plan.name, plan.scenario_path, runs, plan.variants)
+            plan = dataclasses.replace(plan, runs=runs) if runs is not None else plan
     except ScenarioError as exc:
         print(f"prc-emu: plan error: {exc}", file=sys.stderr)
         return 2
@@ -229,7 +227,8 @@ def main(plan_path: str, results_root: str, state_dir: str | None, runs: int | N
                 ([r["variant"], r["run"], r["attempt"], r["valid"], r["folder"]]
                  + [r["metrics"].get(k, "") for k in keys]
                  for r in rows))
-        out.json("compare.json", {"plan": plan_path, "rows": rows, "scenario": str(plan.scenario_path), "runs": plan.runs,
+        out.json("compare.json", {"plan": plan_path, "rows": rows, "scenario": str(plan.scenario_path),
+                                  "runs": plan.runs,
                                   "order": [f"{v.name}#{r}" for r, v, _attempt in queue.order],
                                   "variants": {v.name: v.about for v in plan.variants},
                                   "metrics": {k: _label(k) for k in keys}, "stats": stats,

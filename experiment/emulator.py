@@ -15,8 +15,7 @@ from dataplane.nic import (F_KERNEL_PACER, MAX_QPS, QP_RX_WORDS, RX_BYTES_WORD, 
                            sender_sport)
 from dataplane.switch import PAUSE_UNTIL_WORD, PORT_STATS_WORDS, PortStats, SwitchPorts, vtime_shift_for
 from dataplane.tx_engine import TxEngine
-from dataplane.tx_native import TxPort
-from dataplane.tx_qp import PortCredit
+from dataplane.tx_qp import NicPort, PortCredit
 from scenario.live import ROCE_HEADROOM, LiveCC
 from testbed.builder import REAL_QUEUE_BUFFERS
 from testbed.isolated import run_in_netns
@@ -118,7 +117,7 @@ class Emulator:
                                doorbell=self._view(self.nic.bpf["doorbell"], NicDoorbell))
         self._receivers: dict[int, tuple[str, str]] = {}     # receiving QPN -> (src, dst)
         self._credits: dict[int, PortCredit] = {}
-        self._nic_ports: dict[str, TxPort] = {}          # host -> its NIC port's arbiter
+        self._nic_ports: dict[str, NicPort] = {}         # host -> its NIC port's arbiter
         self._next_qpn = 1
 
     def _view(self, table, leaf_type) -> MmapArray:
@@ -142,8 +141,9 @@ class Emulator:
                            rto_ns=self.retransmit_timeout_ns(src, dst),
                            ack_delay_ns=2 * self.endpoint_delay_ns(src, dst))
         # the host's QPs share its NIC port, in turns weighted by their processes' PRC weights
-        nic_port = self._nic_ports.setdefault(src, TxPort(ps_per_byte=int(8e12 / port.rate_bps)))
-        self.engine.share_port(send_qpn, nic_port, self.hooks.weight_address(proc))
+        if src not in self._nic_ports:
+            self._nic_ports[src] = NicPort(port.rate_bps)
+        self.engine.share_port(send_qpn, self._nic_ports[src], self.hooks.weight_address(proc))
         self._receivers[recv_qpn] = (src, dst)
         if self.live.red.lossless:
             # The sender obeys pauses of the ports on its path (from the

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from workload import events as ev
-from workload.stats import iterations, rate_during, summarize_job
+from workload.stats import iterations, percentile, rate_during, summarize_job
 
 TIMELINE_PLOT = "timeline.png"
 EVENT_COLUMNS = ["time_ms", "job", "rank", "proc", "iteration", "event", "detail", "bytes_remaining"]
@@ -78,9 +78,9 @@ def control_summary(result, scenario) -> dict:
         elif weight <= 1.0 and proc in since:
             job = result.procs[proc][0]
             helped[job] = helped.get(job, 0.0) + (t - since.pop(proc)) / 1e6
-    pick = (lambda q: reaction[min(len(reaction) - 1, int(q * (len(reaction) - 1)))] / 1e3) if reaction else None
     return {"policy": scenario.control.policy, "hook_writes": len(result.decisions),
-            "reaction_us_p50": pick(0.5) if pick else None, "reaction_us_p99": pick(0.99) if pick else None,
+            "reaction_us_p50": percentile(reaction, 0.5) / 1e3 if reaction else None,
+            "reaction_us_p99": percentile(reaction, 0.99) / 1e3 if reaction else None,
             "helped_ms": helped}
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scenario.errors import fail as _fail
+from scenario.errors import check_table, fail, integer, number
 
 POLICIES = ("dcqcn", "prc", "oracle", "mltcp")
 
@@ -23,31 +23,19 @@ class ControlSpec:
     observe: str = "training"      # whose progress the policy sees: training jobs' ranks, or "all" processes
 
 
-_KEYS = {f: type(getattr(ControlSpec, f)) for f in ControlSpec.__dataclass_fields__}
+OBSERVED = ("training", "all")
+_RANGES = {"tick_us": (0.1, 1e6), "late_threshold": (0.0, 10.0), "gain": (0.0, 1e3), "w_max": (1.0, 64.0),
+           "w_yield": (1 / 1024, 1.0), "floor": (0.0, 1.0)}
 
 
 def parse_control(table) -> ControlSpec:
-    if not isinstance(table, dict):
-        _fail("control", "must be a table ([control])")
-    values = {}
-    for key, value in table.items():
-        if key not in _KEYS:
-            _fail(f"control.{key}", f"unknown key (known: {', '.join(_KEYS)})")
-        kind = _KEYS[key]
-        if kind is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        if not isinstance(value, kind) or isinstance(value, bool):
-            _fail(f"control.{key}", f"must be {kind.__name__}, got {value!r}")
-        values[key] = value
-    spec = ControlSpec(**values)
-    if spec.policy not in POLICIES:
-        _fail("control.policy", f"must be one of {', '.join(POLICIES)}, got {spec.policy!r}")
-    for key, low, high in (("tick_us", 0.1, 1e6), ("late_threshold", 0.0, 10.0), ("gain", 0.0, 1e3),
-                           ("w_max", 1.0, 64.0), ("w_yield", 1 / 1024, 1.0), ("floor", 0.0, 1.0)):
-        if not low <= getattr(spec, key) <= high:
-            _fail(f"control.{key}", f"must be in [{low:g}, {high:g}], got {getattr(spec, key)!r}")
-    if spec.observe not in ("training", "all"):
-        _fail("control.observe", f"must be training or all, got {spec.observe!r}")
-    if not 1 <= spec.window <= 100:
-        _fail("control.window", f"must be in [1, 100], got {spec.window}")
-    return spec
+    check_table("control", table, tuple(ControlSpec.__dataclass_fields__), "a table ([control])")
+    default = ControlSpec()
+    values = {k: number(f"control.{k}", table.get(k, getattr(default, k)), low, high)
+              for k, (low, high) in _RANGES.items()}
+    values["window"] = integer("control.window", table.get("window", default.window), 1, 100)
+    for key, choices in (("policy", POLICIES), ("observe", OBSERVED)):
+        values[key] = table.get(key, getattr(default, key))
+        if values[key] not in choices:
+            fail(f"control.{key}", f"must be one of {', '.join(choices)}, got {values[key]!r}")
+    return ControlSpec(**values)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from scenario.errors import fail as _fail
+from scenario.errors import check_table, fail as _fail, integer as _int, number as _num
 
 JOB_KINDS = ("training", "onoff", "bulk")
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall")
@@ -115,22 +115,6 @@ _KEYS = {
 _MODEL_KEYS = ("forward_us", "backward_us", "activation_bytes", "gradient_bytes", "tp_bytes", "chunk_bytes")
 
 
-def _int(key: str, value, low: int = 0, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        _fail(key, f"expected an integer, got {type(value).__name__} {value!r}")
-    if value < low or high is not None and value > high:
-        _fail(key, f"must be {low}..{high}, got {value}" if high is not None else f"must be >= {low}, got {value}")
-    return value
-
-
-def _num(key: str, value, low: float = 0.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        _fail(key, f"expected a number, got {type(value).__name__} {value!r}")
-    if value < low:
-        _fail(key, f"must be >= {low:g}, got {value}")
-    return float(value)
-
-
 def _range(key: str, value, kind, low) -> tuple:
     if (not isinstance(value, list) or len(value) != 2 or any(isinstance(v, bool) for v in value)
             or not all(isinstance(v, kind) for v in value)):
@@ -141,11 +125,7 @@ def _range(key: str, value, kind, low) -> tuple:
 
 
 def _model(key: str, table) -> ModelProfile:
-    if not isinstance(table, dict):
-        _fail(key, "must be a table")
-    for k in table:
-        if k not in _MODEL_KEYS:
-            _fail(f"{key}.{k}", f"unknown key (known: {', '.join(_MODEL_KEYS)})")
+    check_table(key, table, _MODEL_KEYS)
     times = {k: _num(f"{key}.{k}", table.get(k, 0.0)) for k in ("forward_us", "backward_us")}
     sizes = {k: _int(f"{key}.{k}", table.get(k, getattr(ModelProfile, k))) for k in _MODEL_KEYS[2:]}
     if sizes["chunk_bytes"] < 1:
@@ -159,11 +139,7 @@ def _stragglers(key: str, entries, ranks: int, iterations: int) -> tuple[Straggl
     out = []
     for i, entry in enumerate(entries):
         where = f"{key}[{i}]"
-        if not isinstance(entry, dict):
-            _fail(where, "must be a table")
-        for k in entry:
-            if k not in ("rank", "iterations", "slowdown"):
-                _fail(f"{where}.{k}", "unknown key (known: rank, iterations, slowdown)")
+        check_table(where, entry, ("rank", "iterations", "slowdown"))
         for k in ("rank", "slowdown"):
             if k not in entry:
                 _fail(f"{where}.{k}", "required")
@@ -182,14 +158,8 @@ def _stragglers(key: str, entries, ranks: int, iterations: int) -> tuple[Straggl
 
 
 def _stochastic(key: str, table) -> StochasticStragglers:
-    if not isinstance(table, dict):
-        _fail(key, "must be a table")
-    for k in table:
-        if k not in ("probability", "duration", "slowdown"):
-            _fail(f"{key}.{k}", "unknown key (known: probability, duration, slowdown)")
-    p = _num(f"{key}.probability", table.get("probability", 0.0))
-    if p > 1:
-        _fail(f"{key}.probability", f"must be within 0..1, got {p}")
+    check_table(key, table, ("probability", "duration", "slowdown"))
+    p = _num(f"{key}.probability", table.get("probability", 0.0), 0.0, 1.0)
     return StochasticStragglers(p, _range(f"{key}.duration", table.get("duration", [1, 1]), int, 1),
                                 _range(f"{key}.slowdown", table.get("slowdown", [0.5, 0.5]), (int, float), 0))
 

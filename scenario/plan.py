@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import copy
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from scenario.spec import Scenario, ScenarioError, parse_scenario
+from scenario.errors import check_table, fail as _fail
+from scenario.spec import Scenario, ScenarioError, parse_scenario, read_toml
 
 VARIANT_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 MAX_RUNS = 100
-_PLAN_KEYS = {"name", "scenario", "runs", "variant"}
-_VARIANT_KEYS = {"name", "about", "without", "job", "set", "control"}
+DEFAULT_RUNS = 2
+_PLAN_KEYS = ("name", "runs", "scenario", "variant")
+_VARIANT_KEYS = ("about", "control", "job", "name", "set", "without")
 
 
 @dataclass(frozen=True)
@@ -42,10 +43,6 @@ class Plan:
     scenario_path: Path
     runs: int
     variants: tuple[Variant, ...]
-
-
-def _fail(key: str, why: str):
-    raise ScenarioError(f"{key}: {why}")
 
 
 def _merge(base: dict, changes: dict) -> dict:
@@ -91,21 +88,17 @@ def apply_variant(data: dict, where: str, table: dict) -> dict:
 
 def parse_plan(data: dict, base: Path) -> Plan:
     """A plan's tables; its scenario path is relative to folder `base`."""
-    for key in data:
-        if key not in _PLAN_KEYS:
-            _fail(key, f"unknown key (known: {', '.join(sorted(_PLAN_KEYS))})")
+    check_table("", data, _PLAN_KEYS)
     if not isinstance(data.get("scenario"), str):
         _fail("scenario", "the scenario file to vary is required (a path relative to the plan)")
     path = base / data["scenario"]
     try:
-        scenario = tomllib.loads(path.read_text())
-    except OSError as exc:
-        _fail("scenario", f"{path}: cannot read ({exc.strerror})")
-    except tomllib.TOMLDecodeError as exc:
-        _fail("scenario", f"{path}: not valid TOML ({exc})")
+        scenario = read_toml(path)
+    except ScenarioError as exc:
+        _fail("scenario", str(exc))
     if "job" not in scenario:
         _fail("scenario", f"{path} has no [[job]] tables to compare runs of")
-    runs = data.get("runs", 2)
+    runs = data.get("runs", DEFAULT_RUNS)
     if not isinstance(runs, int) or isinstance(runs, bool) or not 1 <= runs <= MAX_RUNS:
         _fail("runs", f"must be an integer in 1..{MAX_RUNS}, got {runs!r}")
     tables = data.get("variant", [])
@@ -114,11 +107,7 @@ def parse_plan(data: dict, base: Path) -> Plan:
     variants = []
     for i, table in enumerate(tables):
         where = f"variant[{i}]"
-        if not isinstance(table, dict):
-            _fail(where, "must be a table ([[variant]])")
-        for key in table:
-            if key not in _VARIANT_KEYS:
-                _fail(f"{where}.{key}", f"unknown key (known: {', '.join(sorted(_VARIANT_KEYS))})")
+        check_table(where, table, _VARIANT_KEYS, "a table ([[variant]])")
         name = table.get("name")
         if not isinstance(name, str) or not VARIANT_NAME.match(name):
             _fail(f"{where}.name", f"{name!r} must be 1-32 of [a-z0-9_-], starting with a letter")
@@ -134,14 +123,7 @@ def parse_plan(data: dict, base: Path) -> Plan:
 
 
 def load_plan(path: str | Path) -> Plan:
-    path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read ({exc.strerror})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(f"{path}: not valid TOML ({exc})") from None
-    return parse_plan(data, path.parent)
+    return parse_plan(read_toml(path), Path(path).parent)
 
 
 def policy_plan(scenario_path: str | Path, policies: list[str], runs: int) -> Plan:

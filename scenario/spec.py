@@ -210,14 +210,16 @@ def parse_scenario(data: dict) -> Scenario:
     return dataclasses.replace(scenario, live=live_cc, traffic=traffic, jobs=jobs, control=control)
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    path = Path(path)
+def read_toml(path: str | Path) -> dict:
+    """A TOML file's tables; ScenarioError naming the file if it cannot be
+    read or parsed."""
     try:
-        text = path.read_text()
+        return tomllib.loads(Path(path).read_text())
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(f"{path}: not valid TOML ({exc})") from None
-    return parse_scenario(data)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    return parse_scenario(read_toml(path))

@@ -2,12 +2,11 @@
 links, no marking): job tables, 1F1B order, collectives' bytes, waits on
 completions, stragglers. No root needed; the live runs are in
 test_workload_live.py."""
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from bad_input import assert_names_key, cli_rejects
 from scenario.spec import ScenarioError, parse_scenario
 from workload import events as ev
 from scenario.job import COLLECTIVES
@@ -65,24 +64,15 @@ BAD_JOBS = [
 
 @pytest.mark.parametrize("job,key,reason", BAD_JOBS, ids=[b[1] + ":" + b[2] for b in BAD_JOBS])
 def test_bad_jobs_name_the_key_and_the_reason(job, key, reason):
-    with pytest.raises(ScenarioError) as err:
-        _scenario(job)
-    message = str(err.value)
-    assert message.startswith(key + ":") and reason in message and "\n" not in message
+    assert_names_key(lambda: _scenario(job), key, reason)
 
 
 def test_a_bad_job_file_exits_2_with_one_line_and_leaves_nothing(tmp_path):
     path = tmp_path / "bad.toml"
     path.write_text('[topology]\nhosts = 4\n[[job]]\nname = "t"\nhosts = ["h0", "h7"]\n'
                     '[job.model]\nforward_us = 10\n')
-    results = tmp_path / "results"
-    proc = subprocess.run([sys.executable, "-m", "cli.main", "run", str(path), "--results", str(results),
-                           "--state-dir", str(tmp_path / "state")], capture_output=True, text=True, cwd=REPO,
-                          timeout=60)
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "job[0].hosts" in lines[0] and "h7" in lines[0]
-    assert not results.exists() and not (tmp_path / "state").exists()
+    line = cli_rejects(["run", str(path)], tmp_path)
+    assert "job[0].hosts" in line and "h7" in line
 
 
 def test_jobs_and_traffic_flows_do_not_mix():

@@ -54,13 +54,17 @@ def iterations(events, job, slowdowns: list[list[float]], dilation: float) -> li
     return out
 
 
+def percentile(ordered: list, q: float):
+    """The nearest-rank q-quantile of sorted values (the value itself)."""
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
 def _ms(values_ns: list[int]) -> dict:
     if not values_ns:
         return {"n": 0}
     ms = sorted(v / 1e6 for v in values_ns)
     mean = statistics.fmean(ms)
-    return {"n": len(ms), "mean": mean, "p50": statistics.median(ms),
-            "p99": ms[min(len(ms) - 1, int(round(0.99 * (len(ms) - 1))))],
+    return {"n": len(ms), "mean": mean, "p50": statistics.median(ms), "p99": percentile(ms, 0.99),
             "cv": statistics.pstdev(ms) / mean if mean else 0.0}
 
 

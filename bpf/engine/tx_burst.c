@@ -106,34 +106,35 @@ static void port_take(struct tx_qp *qp, uint64_t now, uint32_t len)
 	p->free_at = (p->free_at > now ? p->free_at : now) + (uint64_t)len * p->ps_per_byte / 1000;
 }
 
-/* The earliest a QP may take its port: when the port is free, later by
- * how far its start tag is ahead of the port's virtual clock (in the
- * port's time per byte), so that of the QPs waiting for the port the one
- * owed most goes first. */
+/* A QP's start tag on its port: its last finish tag, or the port's clock
+ * if it has fallen behind (it was idle). */
 static uint64_t start_tag(const struct tx_qp *qp)
 {
 	return qp->vtag > qp->port->vclock ? qp->vtag : qp->port->vclock;
 }
 
+/* The earliest a QP may take its port: when the port is free, later by
+ * how far its start tag is ahead of the least one of the QPs that want
+ * the port by then (a message to send, their own departure come, no
+ * pause), in the port's time per byte: the QP owed most goes first. */
 static uint64_t port_due(const struct tx_qp *qp)
 {
 	const struct tx_port *p = qp->port;
-	/* the QPs that want the port by the time it is free: ones with a
-	 * message whose own departure has come, not held by a pause */
 	uint64_t horizon = p->free_at + PORT_ELIGIBLE_BYTES * p->ps_per_byte / 1000;
-	uint64_t first = start_tag(qp), ahead;
+	uint64_t mine = start_tag(qp), first = mine, ahead;
 
 	for (uint32_t i = 0; i < p->n_qps; i++) {
 		const struct tx_qp *q = p->qps[i];
+		uint64_t tag;
 
 		if (q == qp || q->msg_sent >= q->msg_len || *q->departure > horizon ||
 		    (q->n_pause && paused_until(q) > horizon))
 			continue;
-		if (start_tag(q) < first)
-			first = start_tag(q);
+		tag = start_tag(q);
+		if (tag < first)
+			first = tag;
 	}
-	ahead = start_tag(qp) - first;
-
+	ahead = mine - first;
 	if (ahead > PORT_MAX_AHEAD_BYTES)
 		ahead = PORT_MAX_AHEAD_BYTES;
 	return p->free_at + ahead * p->ps_per_byte / 1000;
@@ -154,10 +155,11 @@ enum tx_status tx_burst(struct tx_qp *qp, uint64_t lead_ns, uint64_t not_after, 
 		uint64_t departure = *qp->departure;
 		uint64_t due = due_time(departure, lead_ns);
 		uint64_t now = tx_clock_ns();
-		int port_bound = qp->port && port_due(qp) > due;
+		uint64_t port_at = qp->port ? port_due(qp) : 0;
+		int port_bound = port_at > due;
 
 		if (port_bound) {
-			due = port_due(qp);
+			due = port_at;
 			/* another QP's packet on the wire holds it: the arbiter's
 			 * wait, not the engine's (its own is its own pacing) */
 			if (due > now && qp->port->last != qp && !qp->held_since)
@@ -174,8 +176,6 @@ enum tx_status tx_burst(struct tx_qp *qp, uint64_t lead_ns, uint64_t not_after, 
 		}
 		if (due > not_after || n == max_packets || (due > now && due - now > spin_ns) ||
 		    (port_bound && n > 0 && due >= not_after)) {
-			if (port_bound)
-				qp->port->waits++;
 			*when = due;
 			return TX_WAIT;
 		}

@@ -41,7 +41,6 @@ struct tx_port {
 	uint64_t free_at;		/* when the packet on the wire has left */
 	uint64_t ps_per_byte;		/* wire time of a byte, picoseconds */
 	uint64_t vclock;		/* the start tag of the last packet sent */
-	uint64_t waits;			/* times a QP found the port busy */
 	struct tx_qp *const *qps;	/* the QPs sharing it */
 	uint32_t n_qps;
 	uint32_t reserved;
