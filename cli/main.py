@@ -94,6 +94,18 @@ def _add_top_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--count", type=int, default=0, help="tables to print, 0 for until Ctrl-C")
 
 
+def _record_nvml(args) -> int:
+    from experiment.record_nvml import main
+    return main(args.out, args.interval_ms, args.duration_s, args.gpu)
+
+
+def _add_record_nvml_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", required=True, help="trace CSV to write (docs/control.md, \"Progress traces\")")
+    p.add_argument("--interval-ms", type=float, default=100.0, help="between samples (default 100)")
+    p.add_argument("--duration-s", type=float, default=10.0, help="how long to record (default 10)")
+    p.add_argument("--gpu", metavar="I,...", help="GPU indices to sample (default: all)")
+
+
 # name -> (help, handler, add-arguments)
 COMMANDS = {
     "doctor": ("check that this machine can run the emulator", _doctor, None),
@@ -104,6 +116,8 @@ COMMANDS = {
     "run": ("run a scenario's flows live and write results/<run-id>/", _run, _add_run_args),
     "compare": ("run a scenario's variants live, interleaved, with intervals over runs", _compare,
                 _add_compare_args),
+    "record-nvml": ("record GPU clocks, throttle reasons and per-process SM use into a progress trace",
+                    _record_nvml, _add_record_nvml_args),
     "top": ("live per-QP rates of a running experiment", _top, _add_top_args),
 }
 

@@ -5,6 +5,7 @@ loop, for every policy (dcqcn too: it then writes nothing), so each
 policy pays the same for it."""
 from __future__ import annotations
 
+from control import progress
 from control.inference import LagTracker
 from control.policies import POLICIES, View
 from workload import events as ev
@@ -32,6 +33,8 @@ class Controller:
 
     def start(self) -> None:
         self.workload.bus.subscribe(self.on_event)
+        for source in progress.sources(self.workload):
+            source.attach()
         self._schedule()
 
     def _schedule(self) -> None:

@@ -10,7 +10,13 @@ The median makes the transient/persistent split: one late iteration in a
 window barely moves it, so a transient straggler stands out; a process
 late in most of its last `window` iterations (a slower GPU, a permanent
 share) has moved its own baseline, is no longer late, and is reported
-persistent: helping it would only move the slowdown elsewhere."""
+persistent: helping it would only move the slowdown elsewhere.
+
+Where the GPU reports its speed (GPU_SAMPLE events: NVML or a replayed
+trace), a process computing slower than nominal is late by what its
+compute will overrun at that speed, before the milestone is overdue:
+the work left (its baseline compute time less the work done at the
+speeds seen) takes 1/speed as long."""
 from __future__ import annotations
 
 import statistics
@@ -34,6 +40,12 @@ class ProcessLag:
     order: list[str] = field(default_factory=list)         # milestones in the order first seen
     ended: int = 0                     # iterations completed
     late_ends: deque = field(default_factory=deque)        # per recent iteration: ended late?
+    speed: float = 1.0                 # the GPU's last reported speed
+    computing: str | None = None       # detail of the compute under way
+    compute_start_ns: int = 0
+    work_ns: float = 0.0               # nominal compute done up to speed_since_ns
+    speed_since_ns: int = 0
+    computes: dict[str, deque] = field(default_factory=dict)   # compute detail -> its last durations (ns)
 
     def baseline(self, key: str) -> float:
         return statistics.median(self.seen[key])
@@ -46,6 +58,8 @@ class LagTracker:
 
     def observe(self, e: ev.Event) -> None:
         p = self.procs.setdefault(e.proc, ProcessLag())
+        if e.kind in (ev.GPU_SAMPLE, ev.COMPUTE_START, ev.COMPUTE_END):
+            self._observe_compute(p, e)
         if e.kind == ev.ITERATION_START:
             p.iteration, p.start_ns, p.position, p.lag_ns, p.worst_ns = e.iteration, e.t_ns, -1, 0.0, 0.0
             return
@@ -69,6 +83,25 @@ class LagTracker:
             if len(p.late_ends) > self.window:
                 p.late_ends.popleft()
 
+    def _observe_compute(self, p: ProcessLag, e: ev.Event) -> None:
+        if e.kind == ev.COMPUTE_START:
+            p.computing, p.compute_start_ns, p.work_ns, p.speed_since_ns = e.detail, e.t_ns, 0.0, e.t_ns
+        elif e.kind == ev.GPU_SAMPLE:
+            p.work_ns += (e.t_ns - p.speed_since_ns) * p.speed
+            p.speed, p.speed_since_ns = e.speed, e.t_ns
+        elif p.computing is not None:
+            p.computes.setdefault(p.computing, deque(maxlen=self.window)).append(e.t_ns - p.compute_start_ns)
+            p.computing = None
+
+    def _overrun_ns(self, p: ProcessLag, now_ns: int) -> float:
+        """How much later than its baseline the compute under way will end
+        at the GPU's reported speed (0 at full speed or with no baseline)."""
+        if p.computing is None or p.speed >= 1.0 or not p.computes.get(p.computing):
+            return 0.0
+        base = statistics.median(p.computes[p.computing])
+        done = p.work_ns + (now_ns - p.speed_since_ns) * p.speed
+        return (now_ns - p.compute_start_ns) + max(0.0, base - done) / p.speed - base
+
     def _learned(self, p: ProcessLag) -> bool:
         return p.ended >= MIN_ITERATIONS
 
@@ -82,7 +115,7 @@ class LagTracker:
         p = self.procs.get(proc)
         if p is None or not self._learned(p) or p.iteration < 0 or p.position == len(p.order) - 1:
             return 0.0
-        lag = p.lag_ns
+        lag = p.lag_ns + max(0.0, self._overrun_ns(p, now_ns))
         if p.position + 1 < len(p.order):
             lag = max(lag, now_ns - p.start_ns - p.baseline(p.order[p.position + 1]))
         return max(0.0, self._fraction(p, lag))

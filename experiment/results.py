@@ -34,8 +34,9 @@ def versions() -> dict[str, str]:
 
 
 def _jsonable(value):
-    if dataclasses.is_dataclass(value):
-        return {k: _jsonable(v) for k, v in dataclasses.asdict(value).items()}
+    if dataclasses.is_dataclass(value):      # fields derived from files (a trace's timelines) are left out
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if not f.metadata.get("derived")}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
     if isinstance(value, dict):

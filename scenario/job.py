@@ -12,9 +12,10 @@ without pause (an always-on background)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from scenario.errors import check_table, fail as _fail, integer as _int, number as _num
+from scenario.errors import ScenarioError, check_table, fail as _fail, integer as _int, number as _num
+from scenario.trace import Timeline, read_trace, timelines
 
 JOB_KINDS = ("training", "onoff", "bulk")
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall")
@@ -63,6 +64,22 @@ class StochasticStragglers:
 
 
 @dataclass(frozen=True)
+class TraceSpec:
+    """[job.trace]: a progress trace replayed as the ranks' compute speed
+    (and shown to the controller): rank r is trace process processes[r];
+    trace time t is (t - start_s) x time_scale datacenter seconds after
+    the workload's start."""
+
+    file: str
+    processes: tuple[str, ...]
+    start_s: float = 0.0
+    time_scale: float = 1.0
+    # rank -> its timeline (None: not in the trace, speed 1); from the file, not written back
+    ranks: tuple[Timeline | None, ...] = field(default=(), compare=False, repr=False,
+                                               metadata={"derived": True})
+
+
+@dataclass(frozen=True)
 class JobSpec:
     name: str
     kind: str                       # training | onoff | bulk
@@ -83,6 +100,7 @@ class JobSpec:
     burst_bytes: int = 0            # onoff: the collective's buffer
     period_us: float = 0.0          # onoff: a burst every period
     start_us: float = 0.0           # first iteration or burst
+    trace: TraceSpec | None = None  # training: compute speed replayed from a progress trace
 
     @property
     def ranks(self) -> int:
@@ -107,7 +125,8 @@ class JobSpec:
 
 _KEYS = {
     "training": {"name", "kind", "hosts", "ranks_per_host", "tp", "pp", "dp", "microbatches", "iterations",
-                 "warmup_iterations", "seed", "qp_state", "model", "straggler", "stragglers", "start_us"},
+                 "warmup_iterations", "seed", "qp_state", "model", "straggler", "stragglers", "start_us",
+                 "trace"},
     "onoff": {"name", "kind", "hosts", "ranks_per_host", "seed", "qp_state", "collective", "burst_bytes",
               "period_us", "start_us", "model"},
     "bulk": {"name", "kind", "hosts", "ranks_per_host", "seed", "qp_state", "start_us", "model"},
@@ -162,6 +181,25 @@ def _stochastic(key: str, table) -> StochasticStragglers:
     p = _num(f"{key}.probability", table.get("probability", 0.0), 0.0, 1.0)
     return StochasticStragglers(p, _range(f"{key}.duration", table.get("duration", [1, 1]), int, 1),
                                 _range(f"{key}.slowdown", table.get("slowdown", [0.5, 0.5]), (int, float), 0))
+
+
+def _trace(key: str, table, ranks: int) -> TraceSpec:
+    check_table(key, table, ("file", "processes", "start_s", "time_scale"), "a table ([job.trace])")
+    if not isinstance(table.get("file"), str):
+        _fail(f"{key}.file", "the trace file is required (a path relative to the scenario)")
+    processes = table.get("processes", [str(r) for r in range(ranks)])
+    if (not isinstance(processes, list) or len(processes) != ranks
+            or not all(isinstance(p, str) and p for p in processes)):
+        _fail(f"{key}.processes", f"must list one trace process name per rank ({ranks}), got {processes!r}")
+    if len(set(processes)) != ranks:
+        _fail(f"{key}.processes", "a process is listed twice")
+    start = _num(f"{key}.start_s", table.get("start_s", 0.0))
+    scale = _num(f"{key}.time_scale", table.get("time_scale", 1.0), 1e-6, 1e6)
+    try:
+        lines = timelines(read_trace(table["file"], processes), start, scale)
+    except ScenarioError as exc:
+        _fail(f"{key}.file", str(exc))
+    return TraceSpec(table["file"], tuple(processes), start, scale, tuple(lines.get(p) for p in processes))
 
 
 def _hosts(key: str, value, hosts: tuple[str, ...]) -> tuple[str, ...]:
@@ -231,6 +269,8 @@ def _job(i: int, table, hosts: tuple[str, ...]) -> JobSpec:
         job["stragglers"] = _stragglers(f"{where}.straggler", table.get("straggler", []), slots, iterations)
         if "stragglers" in table:
             job["stochastic"] = _stochastic(f"{where}.stragglers", table["stragglers"])
+        if "trace" in table:
+            job["trace"] = _trace(f"{where}.trace", table["trace"], slots)
     elif kind == "onoff":
         collective = table.get("collective", "allreduce")
         if collective not in COLLECTIVES:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scenario.errors import check_table, fail as _fail
-from scenario.spec import Scenario, ScenarioError, parse_scenario, read_toml
+from scenario.spec import Scenario, ScenarioError, anchor_files, parse_scenario, read_scenario, read_toml
 
 VARIANT_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 MAX_RUNS = 100
@@ -93,7 +93,7 @@ def parse_plan(data: dict, base: Path) -> Plan:
         _fail("scenario", "the scenario file to vary is required (a path relative to the plan)")
     path = base / data["scenario"]
     try:
-        scenario = read_toml(path)
+        scenario = read_scenario(path)
     except ScenarioError as exc:
         _fail("scenario", str(exc))
     if "job" not in scenario:
@@ -108,6 +108,8 @@ def parse_plan(data: dict, base: Path) -> Plan:
     for i, table in enumerate(tables):
         where = f"variant[{i}]"
         check_table(where, table, _VARIANT_KEYS, "a table ([[variant]])")
+        anchor_files(table.get("job"), base)
+        anchor_files(list(table.get("set", {}).values()) if isinstance(table.get("set"), dict) else None, base)
         name = table.get("name")
         if not isinstance(name, str) or not VARIANT_NAME.match(name):
             _fail(f"{where}.name", f"{name!r} must be 1-32 of [a-z0-9_-], starting with a letter")

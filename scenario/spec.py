@@ -221,5 +221,21 @@ def read_toml(path: str | Path) -> dict:
         raise ScenarioError(f"{path}: not valid TOML ({exc})") from None
 
 
+def anchor_files(jobs, base: Path) -> None:
+    """Make each job table's relative trace file relative to folder base
+    (the file that names it), in place."""
+    for job in jobs if isinstance(jobs, list) else ():
+        trace = job.get("trace") if isinstance(job, dict) else None
+        if isinstance(trace, dict) and isinstance(trace.get("file"), str):
+            trace["file"] = str(base / trace["file"])
+
+
+def read_scenario(path: str | Path) -> dict:
+    """A scenario file's tables, its jobs' files made relative to it."""
+    data = read_toml(path)
+    anchor_files(data.get("job"), Path(path).parent)
+    return data
+
+
 def load_scenario(path: str | Path) -> Scenario:
-    return parse_scenario(read_toml(path))
+    return parse_scenario(read_scenario(path))

@@ -34,6 +34,10 @@ class Workload:
     def endpoint(self, job: str, rank: int) -> Endpoint:
         return self.ranks[job, rank].endpoint
 
+    def datacenter_s(self, t_ns: int) -> float:
+        """Transport time t_ns as datacenter seconds since the start."""
+        return (t_ns - self.start_ns) / (1e9 * self.dilation)
+
     def procs(self) -> dict[int, tuple[str, int]]:
         """NIC process -> (job, rank)."""
         return {ctx.proc: key for key, ctx in self.ranks.items()}

@@ -14,7 +14,9 @@ WAIT_END = "wait_end"
 STEP_START = "step_start"            # one step of a collective or one p2p transfer
 STEP_END = "step_end"
 ITERATION_END = "iteration_end"
-KINDS = (ITERATION_START, COMPUTE_START, COMPUTE_END, WAIT_START, WAIT_END, STEP_START, STEP_END, ITERATION_END)
+GPU_SAMPLE = "gpu_sample"            # the rank's GPU computes at `speed` from now on (NVML or a replayed trace)
+KINDS = (ITERATION_START, COMPUTE_START, COMPUTE_END, WAIT_START, WAIT_END, STEP_START, STEP_END, ITERATION_END,
+         GPU_SAMPLE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +29,7 @@ class Event:
     kind: str
     detail: str = ""           # e.g. "dp-allreduce step 3/6", "F mb 2"
     bytes_remaining: int = 0   # what the rank still has to send in this iteration
+    speed: float = 1.0         # GPU_SAMPLE: compute speed, a fraction of nominal
 
 
 class EventBus:

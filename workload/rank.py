@@ -45,6 +45,7 @@ class RankContext:
         self.workload, self.job, self.rank, self.proc = workload, job, rank, proc
         self.endpoint = Endpoint(job.host_of(rank), proc)
         self.slowdown = slowdown            # per iteration, extra compute as a fraction
+        self.speed = job.trace.ranks[rank] if job.trace else None   # replayed compute speed, if any
         self.iteration = 0
         self.bytes_remaining = 0
         self._transport = workload.transport
@@ -63,10 +64,16 @@ class RankContext:
     # -- verbs a program yields on
     def compute(self, us: float, detail: str = "") -> Future:
         """us of datacenter compute, slowed by this iteration's straggler
-        factor, dilated to the transport's time."""
-        ns = int(us * (1 + self.slowdown[self.iteration]) * 1000 * self.workload.dilation)
+        factor and run at the replayed trace's speed, dilated to the
+        transport's time."""
+        w = self.workload
+        work_s = us * (1 + self.slowdown[self.iteration]) / 1e6
+        now = self._transport.now_ns()
+        if self.speed is not None:
+            begun = w.datacenter_s(now)
+            work_s = self.speed.finish(begun, work_s) - begun
         self.emit(ev.COMPUTE_START, detail)
-        done = self.at(self._transport.now_ns() + ns)
+        done = self.at(now + int(work_s * 1e9 * w.dilation))
         done.then(lambda _t: self.emit(ev.COMPUTE_END, detail))
         return done
 
