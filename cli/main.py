@@ -83,6 +83,17 @@ def _add_compare_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-dir", help="testbed run records (default: $PRC_EMU_STATE_DIR or /run/prc-emu)")
 
 
+def _report(args) -> int:
+    from experiment.report import main
+    return main(args.results_folders, args.out)
+
+
+def _add_report_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("results_folders", nargs="+", metavar="RESULTS",
+                   help="folders `prc-emu compare` wrote (variants of one name are pooled across them)")
+    p.add_argument("--out", default="results", help="where the report folder goes (default: ./results)")
+
+
 def _top(args) -> int:
     from experiment.top import main
     return main(args.state_dir, args.interval, args.count)
@@ -116,6 +127,8 @@ COMMANDS = {
     "run": ("run a scenario's flows live and write results/<run-id>/", _run, _add_run_args),
     "compare": ("run a scenario's variants live, interleaved, with intervals over runs", _compare,
                 _add_compare_args),
+    "report": ("a table and plots over comparisons' runs: iteration times, speedups, catch-up, "
+               "background share, CNPs", _report, _add_report_args),
     "record-nvml": ("record GPU clocks, throttle reasons and per-process SM use into a progress trace",
                     _record_nvml, _add_record_nvml_args),
     "top": ("live per-QP rates of a running experiment", _top, _add_top_args),

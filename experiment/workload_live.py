@@ -19,7 +19,7 @@ from workload import events as ev
 from workload.driver import Workload
 from workload.transport import Endpoint
 
-SAMPLE_EVERY_NS = 2_000_000         # per-job delivered bytes, for throughput over time
+SAMPLE_EVERY_NS = 2_000_000         # per-process delivered bytes and switch queues, over time
 
 
 class LiveTransport:
@@ -68,9 +68,9 @@ class LiveTransport:
 class WorkloadResult:
     line_rate_bps: int
     events: list = field(default_factory=list)             # workload.events.Event, in order
-    slowdowns: dict = field(default_factory=dict)          # job -> [rank][iteration]
     procs: dict = field(default_factory=dict)              # NIC process -> (job, rank)
-    job_bytes: dict = field(default_factory=dict)          # job -> [(t_ns, bytes received by its QPs)]
+    proc_bytes: dict = field(default_factory=dict)         # proc -> [(t_ns, bytes its QPs delivered)]
+    queue_bytes: dict = field(default_factory=dict)        # switch port "node:peer" -> [(t_ns, queued bytes)]
     qp_stats: list = field(default_factory=list)           # per connection: counters at the end
     pause_events: int = 0
     paused_ns: int = 0
@@ -82,6 +82,11 @@ class WorkloadResult:
     reaction_ns: list = field(default_factory=list)        # progress event -> hook write
     finished: bool = False
     wall_s: float = 0.0
+
+    def job_bytes(self, job: str) -> list[tuple[int, int]]:
+        """[(t_ns, bytes delivered by the job's QPs)], from its processes' series."""
+        series = [s for proc, s in self.proc_bytes.items() if self.procs[proc][0] == job]
+        return [(points[0][0], sum(b for _t, b in points)) for points in zip(*series)] if series else []
 
 
 def run_workload(testbed, scenario, engine_cpu: int = 0, limit_s: float = 600.0, progress=None) -> WorkloadResult:
@@ -107,20 +112,24 @@ def run_workload(testbed, scenario, engine_cpu: int = 0, limit_s: float = 600.0,
             if src.host != dst.host:
                 transport.connect(src, dst)
         result.procs = workload.procs()
-        result.slowdowns = workload.slowdowns
-        qps_of_job = collections.defaultdict(list)
+        qps_of_proc = collections.defaultdict(list)
         for (src_proc, _dst), (_s, recv_qpn) in transport.qps().items():
-            qps_of_job[result.procs[src_proc][0]].append(recv_qpn)
-        result.job_bytes = {name: [] for name in workload.jobs}
-        rx = emu.rx_view
+            qps_of_proc[src_proc].append(recv_qpn)
+        result.proc_bytes = {proc: [] for proc in qps_of_proc}
+        plan = testbed.plan
+        ports = {f"{p.node}:{plan.peer(p).node}": p.ifindex for node in plan.switches for p in plan.ports(node)}
+        result.queue_bytes = {name: [] for name in ports}
+        rx, stats = emu.rx_view, emu.stats_view
         next_sample = [0]
 
         def until() -> bool:
             now = now_ns()
             if now >= next_sample[0]:
                 next_sample[0] = now + SAMPLE_EVERY_NS
-                for name, qpns in qps_of_job.items():
-                    result.job_bytes[name].append((now, sum(rx[q].delivered_bytes for q in qpns)))
+                for proc, qpns in qps_of_proc.items():
+                    result.proc_bytes[proc].append((now, sum(rx[q].delivered_bytes for q in qpns)))
+                for name, ifindex in ports.items():
+                    result.queue_bytes[name].append((now, stats[ifindex].q_bytes))
             return workload.finished
 
         controller = Controller(scenario.control, workload, emu.hooks, scenario.dilation)
@@ -132,11 +141,9 @@ def run_workload(testbed, scenario, engine_cpu: int = 0, limit_s: float = 600.0,
         result.wall_s = (now_ns() - start) / 1e9
         result.finished = workload.finished
         result.backlog_drops = backlog_drops() - backlog_before
-        stats = emu.stats_view
-        ports = [p.ifindex for node in testbed.plan.switches for p in testbed.plan.ports(node)]
-        result.pause_events = sum(stats[i].pause_events for i in ports)
-        result.paused_ns = sum(stats[i].paused_ns for i in ports)
-        result.port_drops = sum(stats[i].drops for i in ports)
+        result.pause_events = sum(stats[i].pause_events for i in ports.values())
+        result.paused_ns = sum(stats[i].paused_ns for i in ports.values())
+        result.port_drops = sum(stats[i].drops for i in ports.values())
         result.send_errors = emu.engine.send_errors
         result.fresh_starts = transport.fresh_starts
         result.decisions, result.reaction_ns = controller.decisions, controller.reaction_ns

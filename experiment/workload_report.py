@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from workload import events as ev
-from workload.stats import iterations, percentile, rate_during, summarize_job
+from workload.stats import extra_compute, iterations, percentile, rate_during, summarize_job
 
 TIMELINE_PLOT = "timeline.png"
 EVENT_COLUMNS = ["time_ms", "job", "rank", "proc", "iteration", "event", "detail", "bytes_remaining"]
@@ -16,7 +16,7 @@ ITERATION_COLUMNS = ["job", "iteration", "start_ms", "end_ms", "duration_ms", "e
 
 
 def job_iterations(result, scenario) -> dict:
-    return {j.name: iterations(result.events, j, result.slowdowns[j.name], scenario.dilation)
+    return {j.name: iterations(result.events, j, scenario.dilation)
             for j in scenario.jobs if j.foreground}
 
 
@@ -42,8 +42,8 @@ def summarize(result, scenario, its: dict) -> dict:
         if job.foreground:
             jobs[job.name] = summarize_job(job, its[job.name], scenario.dilation)
         else:
-            during = rate_during(result.job_bytes.get(job.name, []), comm_windows)
-            series = result.job_bytes.get(job.name, [])
+            series = result.job_bytes(job.name)
+            during = rate_during(series, comm_windows)
             overall = rate_during(series, [(series[0][0], series[-1][0])]) if len(series) > 1 else None
             per_rank = job.ranks * result.line_rate_bps / 8        # each rank receives on one QP
             jobs[job.name] = {
@@ -60,6 +60,8 @@ def summarize(result, scenario, its: dict) -> dict:
             "receive_backlog_drops": result.backlog_drops,
             "retransmits": sum(q["retransmits"] for q in result.qp_stats),
             "timeouts": sum(q["timeouts"] for q in result.qp_stats),
+            "cnps": sum(q["cnps"] for q in result.qp_stats),
+            "ecn_marked_packets": sum(q["ce_packets"] for q in result.qp_stats),
             "fresh_qp_starts": result.fresh_starts,
             "control": control_summary(result, scenario)}
 
@@ -97,6 +99,11 @@ def write(out, result, scenario) -> dict:
              for job_its in its.values() for i in job_its))
     out.csv("connections.csv", list(result.qp_stats[0]) if result.qp_stats else ["job"],
             (list(q.values()) for q in result.qp_stats))
+    out.csv("rates.csv", ["time_ms", "proc", "job", "rank", "delivered_bytes"],
+            ([f"{(t - t0) / 1e6:.3f}", p, *result.procs[p], b]
+             for p, series in result.proc_bytes.items() for t, b in series))
+    out.csv("queues.csv", ["time_ms", "port", "queued_bytes"],
+            ([f"{(t - t0) / 1e6:.3f}", port, q] for port, series in result.queue_bytes.items() for t, q in series))
     out.csv("control.csv", ["time_ms", "proc", "job", "rank", "weight", "floor", "lag"],
             ([f"{(t - t0) / 1e6:.3f}", p, *result.procs[p], f"{w:.4f}", f"{f:.3f}", f"{lag:.4f}"]
              for t, p, w, f, lag in result.decisions))
@@ -145,10 +152,9 @@ def plot_timeline(result, scenario, path: Path) -> None:
         if e.kind == ev.ITERATION_START:
             first_start.setdefault((e.job, e.rank, e.iteration), e.t_ns)
     for job in scenario.jobs:
-        for r, slow in enumerate(result.slowdowns[job.name]):
-            for it, s in enumerate(slow):
-                if s > 0 and (job.name, r, it) in first_start:
-                    ax.plot((first_start[job.name, r, it] - t0) / 1e6, row[job.name, r], marker="v", color="tab:red")
+        for r, it in extra_compute(result.events, job, scenario.dilation):
+            if (job.name, r, it) in first_start:
+                ax.plot((first_start[job.name, r, it] - t0) / 1e6, row[job.name, r], marker="v", color="tab:red")
     ax.set_yticks(range(len(lanes)), [f"{j} r{r}" for j, r in lanes])
     ax.set_xlabel("time (ms, live)")
     ax.set_title(f"{scenario.name}: ranks' phases (red marks: straggler iterations)")

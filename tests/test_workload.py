@@ -146,7 +146,7 @@ def test_a_transient_straggler_without_contention_delays_the_iteration_by_about_
     sc = _scenario(_train(iterations=6, straggler=[{"rank": 2, "iterations": [3], "slowdown": 0.5}]))
     workload, _t, events = _run(sc, dilation=100)
     job = sc.jobs[0]
-    its = iterations(events, job, workload.slowdowns["train"], 100)
+    its = iterations(events, job, 100)
     summary = summarize_job(job, its, 100)
     assert summary["straggler_iterations"] == [3]
     assert summary["extra_compute_ms"] == pytest.approx(0.5 * 300 * 1000 * 100 / 1e6)

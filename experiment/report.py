@@ -1,0 +1,319 @@
+"""`prc-emu report RESULTS...`: one table and three plots over the runs of
+one or more comparisons (folders `prc-emu compare` wrote). Variants of
+the same name are pooled across folders; a variant's speedup against
+the base (dcqcn where there is one) is paired run by run within a
+folder, where both ran with the same seeds and both runs were valid.
+
+Table, per variant: iteration times (mean, p50, p99 over every measured
+iteration of the valid runs) for straggler and normal iterations apart;
+the speedup on straggler iterations and on the mean iteration with a 95%
+Student t interval over the pairs; the catch-up time; the background's
+share of line while training communicates; CNPs, ECN-marked packets and
+switch drops per run. Plots: iterations.png (every iteration time per
+variant), straggler.png (per-process delivered rate, PRC weight and
+switch queues around one straggler iteration per variant)."""
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from experiment.compare import interval
+from experiment.results import ResultsWriter, versions
+from workload.stats import percentile
+
+CATCH_UP_TOLERANCE = 0.05     # caught up: an iteration within 5% of the steady iteration
+TABLE_COLUMNS = ["variant", "runs", "straggler_mean_ms", "straggler_p50_ms", "straggler_p99_ms",
+                 "normal_mean_ms", "normal_p50_ms", "normal_p99_ms", "straggler_speedup_pct",
+                 "straggler_speedup_lo", "straggler_speedup_hi", "iteration_speedup_pct", "iteration_speedup_lo",
+                 "iteration_speedup_hi", "catch_up_ms", "background_share", "cnps", "ecn_marked", "drops"]
+
+
+class ReportError(ValueError):
+    """A results folder that cannot be reported; str() is one line."""
+
+
+def _read_csv(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@dataclass
+class Run:
+    """One valid run of a variant: what the report reads of its folder."""
+    source: str                      # the comparison folder
+    variant: str
+    index: int                       # run r of the comparison: same seeds in every variant
+    folder: Path
+    summary: dict
+    iterations: list[dict] = field(default_factory=list)      # training jobs' rows of iterations.csv
+
+    @property
+    def measured(self) -> list[dict]:
+        """Iterations after each job's warm-up."""
+        warmup = {name: job.get("warmup_iterations", 0) for name, job in self.summary["jobs"].items()}
+        return [i for i in self.iterations if int(i["iteration"]) >= warmup.get(i["job"], 0)]
+
+    def durations(self, straggler: bool) -> list[float]:
+        return [float(i["duration_ms"]) for i in self.measured if (float(i["extra_compute_ms"]) > 0) == straggler]
+
+    def mean_iteration(self) -> float | None:
+        values = [float(i["duration_ms"]) for i in self.measured]
+        return statistics.fmean(values) if values else None
+
+    def straggler_mean(self) -> float | None:
+        values = self.durations(True)
+        return statistics.fmean(values) if values else None
+
+    def catch_up_ms(self) -> list[float]:
+        """For each straggler iteration: from its end to the end of the
+        first later iteration within CATCH_UP_TOLERANCE of the steady
+        iteration (the run's last end if none is)."""
+        normal = self.durations(False)
+        if not normal:
+            return []
+        steady = statistics.median(normal)
+        rows = self.measured
+        out = []
+        for k, it in enumerate(rows):
+            if float(it["extra_compute_ms"]) <= 0:
+                continue
+            later = [r for r in rows[k + 1:] if r["job"] == it["job"]]
+            back = next((r for r in later if float(r["duration_ms"]) <= steady * (1 + CATCH_UP_TOLERANCE)), None)
+            end = back or (later[-1] if later else it)
+            out.append(float(end["end_ms"]) - float(it["end_ms"]))
+        return out
+
+    def background_share(self) -> float | None:
+        shares = [j["per_rank_share_of_line_during_training_comm"] for j in self.summary["jobs"].values()
+                  if j.get("per_rank_share_of_line_during_training_comm") is not None]
+        return statistics.fmean(shares) if shares else None
+
+
+def load_runs(folders: list[str]) -> list[Run]:
+    runs = []
+    for name in folders:
+        root = Path(name)
+        meta = root / "compare.json"
+        if not meta.is_file():
+            raise ReportError(f"{root}: not a comparison's results (no compare.json; `prc-emu compare` writes one)")
+        try:
+            rows = json.loads(meta.read_text())["rows"]
+        except (ValueError, KeyError) as exc:
+            raise ReportError(f"{meta}: not readable ({exc})") from None
+        for row in rows:
+            if not row["valid"]:
+                continue
+            folder = root / row["folder"]
+            try:
+                summary = json.loads((folder / "summary.json").read_text())
+                its = _read_csv(folder / "iterations.csv")
+            except (OSError, ValueError) as exc:
+                raise ReportError(f"{folder}: incomplete run ({exc})") from None
+            training = {n for n, j in summary["jobs"].items() if "iteration_ms" in j}
+            runs.append(Run(str(root), row["variant"], row["run"], folder, summary,
+                            [i for i in its if i["job"] in training]))
+    if not runs:
+        raise ReportError("no valid runs in " + ", ".join(folders))
+    return runs
+
+
+def _counter(run: Run, key: str) -> float:
+    return run.summary.get(key, 0) or 0
+
+
+def speedups(runs: list[Run], base: str, value) -> dict[str, dict]:
+    """variant -> interval of (base / variant - 1) x 100 over the pairs of
+    runs with the same comparison and run index."""
+    by_key = {(r.source, r.variant, r.index): r for r in runs}
+    out: dict[str, list[float]] = {}
+    for r in runs:
+        twin = by_key.get((r.source, base, r.index))
+        if r.variant == base or twin is None:
+            continue
+        mine, theirs = value(r), value(twin)
+        if mine and theirs:
+            out.setdefault(r.variant, []).append((theirs / mine - 1) * 100)
+    return {v: interval(values) for v, values in out.items()}
+
+
+def _spread(values: list[float]) -> tuple:
+    if not values:
+        return (None, None, None)
+    ordered = sorted(values)
+    return statistics.fmean(ordered), statistics.median(ordered), percentile(ordered, 0.99)
+
+
+def table_rows(runs: list[Run]) -> tuple[str, list[dict]]:
+    variants = list(dict.fromkeys(r.variant for r in runs))
+    base = "dcqcn" if "dcqcn" in variants else variants[0]
+    on_stragglers = speedups(runs, base, Run.straggler_mean)
+    overall = speedups(runs, base, Run.mean_iteration)
+    rows = []
+    for v in variants:
+        mine = [r for r in runs if r.variant == v]
+        row = {"variant": v, "runs": len(mine)}
+        for kind, straggler in (("straggler", True), ("normal", False)):
+            spread = _spread([d for r in mine for d in r.durations(straggler)])
+            row.update(zip((f"{kind}_mean_ms", f"{kind}_p50_ms", f"{kind}_p99_ms"), spread))
+        for prefix, stats in (("straggler_speedup", on_stragglers.get(v, {})), ("iteration_speedup", overall.get(v, {}))):
+            row[f"{prefix}_pct"], row[f"{prefix}_lo"], row[f"{prefix}_hi"] = (
+                stats.get("mean"), stats.get("lo"), stats.get("hi"))
+        catch = [c for r in mine for c in r.catch_up_ms()]
+        shares = [s for r in mine if (s := r.background_share()) is not None]
+        row.update(catch_up_ms=statistics.fmean(catch) if catch else None,
+                   background_share=statistics.fmean(shares) if shares else None,
+                   cnps=statistics.fmean(_counter(r, "cnps") for r in mine),
+                   ecn_marked=statistics.fmean(_counter(r, "ecn_marked_packets") for r in mine),
+                   drops=statistics.fmean(_counter(r, "tail_drops") for r in mine))
+        rows.append(row)
+    return base, rows
+
+
+def _num(value, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _pct(row: dict, prefix: str) -> str:
+    mean, lo, hi = row[f"{prefix}_pct"], row[f"{prefix}_lo"], row[f"{prefix}_hi"]
+    if mean is None:
+        return "-"
+    return f"{mean:+.1f}%" + (f" [{lo:+.1f}, {hi:+.1f}]" if lo is not None else " (1 pair)")
+
+
+def format_table(base: str, rows: list[dict]) -> str:
+    header = ("variant", "runs", "straggler it. mean/p50/p99 ms", "normal it. mean/p50/p99 ms",
+              f"speedup vs {base}: straggler it.", "mean it.", "catch-up ms", "bg share", "CNPs", "ECN",
+              "drops")
+    body = [(r["variant"], str(r["runs"]),
+             "/".join(_num(r[f"straggler_{k}_ms"]) for k in ("mean", "p50", "p99")),
+             "/".join(_num(r[f"normal_{k}_ms"]) for k in ("mean", "p50", "p99")),
+             _pct(r, "straggler_speedup"), _pct(r, "iteration_speedup"), _num(r["catch_up_ms"]),
+             _num(r["background_share"], 3), _num(r["cnps"], 0), _num(r["ecn_marked"], 0), _num(r["drops"], 0))
+            for r in rows]
+    widths = [max(len(line[k]) for line in (header, *body)) for k in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in (header, *body)]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def plot_iterations(runs: list[Run], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    variants = list(dict.fromkeys(r.variant for r in runs))
+    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(variants), 4.0))
+    for x, v in enumerate(variants):
+        for straggler, color, offset in ((False, "tab:blue", -0.12), (True, "tab:red", 0.12)):
+            values = [d for r in runs if r.variant == v for d in r.durations(straggler)]
+            if values:
+                ax.plot([x + offset] * len(values), values, "o", color=color, alpha=0.5, markersize=4,
+                        label=("straggler" if straggler else "normal") + " iterations" if x == 0 else None)
+                ax.hlines(statistics.fmean(values), x + offset - 0.1, x + offset + 0.1, color="black")
+    ax.set_xticks(range(len(variants)), variants, rotation=15)
+    ax.set_ylabel("iteration time (ms, live)")
+    ax.set_title("every measured iteration of the valid runs; bars: means", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _series(rows: list[dict], key: str, value: str) -> dict[str, list[tuple[float, float]]]:
+    out: dict[str, list] = {}
+    for row in rows:
+        out.setdefault(row[key], []).append((float(row["time_ms"]), float(row[value])))
+    return out
+
+
+def _rates(points: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
+    """Cumulative bytes sampled over ms -> (mid times, Gbit/s)."""
+    times, gbps = [], []
+    for (t0, b0), (t1, b1) in zip(points, points[1:]):
+        if t1 > t0:
+            times.append((t0 + t1) / 2)
+            gbps.append((b1 - b0) * 8 / ((t1 - t0) * 1e6))
+    return times, gbps
+
+
+def plot_straggler(runs: list[Run], path: Path) -> bool:
+    """Per variant, the first valid run with a straggler iteration: the
+    processes' delivered rates, their weights and the switch queues from
+    one steady iteration before it to two after. False if none has one."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    chosen = {}
+    for r in runs:
+        late = [i for i in r.measured if float(i["extra_compute_ms"]) > 0]
+        if late and r.variant not in chosen and (r.folder / "rates.csv").is_file():
+            chosen[r.variant] = (r, late[0])
+    if not chosen:
+        return False
+    fig, axes = plt.subplots(3, len(chosen), figsize=(4.2 * len(chosen), 7.5), squeeze=False, sharex="col")
+    for col, (variant, (run, it)) in enumerate(chosen.items()):
+        steady = statistics.median(run.durations(False) or [float(it["duration_ms"])])
+        t0 = float(it["start_ms"])
+        lo, hi = t0 - steady, float(it["end_ms"]) + 2 * steady
+
+        def inside(points):
+            return [(t - t0, v) for t, v in points if lo <= t <= hi]
+
+        rates = _read_csv(run.folder / "rates.csv")
+        names = {row["proc"]: f"{row['job']} r{row['rank']}" for row in rates}
+        for proc, points in sorted(_series(rates, "proc", "delivered_bytes").items(), key=lambda kv: int(kv[0])):
+            times, gbps = _rates(inside(points))
+            axes[0][col].plot(times, gbps, linewidth=1, label=names[proc])
+        control = _read_csv(run.folder / "control.csv") if (run.folder / "control.csv").is_file() else []
+        for proc, points in sorted(_series(control, "proc", "weight").items(), key=lambda kv: int(kv[0])):
+            shown = inside([(lo, 1.0)] + points + [(hi, points[-1][1])])
+            axes[1][col].step([t for t, _ in shown], [w for _, w in shown], where="post", linewidth=1,
+                              label=names.get(proc, proc))
+        queues = _read_csv(run.folder / "queues.csv") if (run.folder / "queues.csv").is_file() else []
+        for port, points in sorted(_series(queues, "port", "queued_bytes").items()):
+            shown = inside(points)
+            if any(q for _, q in shown):
+                axes[2][col].plot([t for t, _ in shown], [q / 1e3 for _, q in shown], linewidth=1, label=port)
+        for row in axes:
+            row[col].axvspan(0, float(it["end_ms"]) - t0, color="tab:red", alpha=0.08)
+        axes[0][col].set_title(f"{variant}: iteration {it['iteration']} ({Path(run.source).name}, run "
+                               f"{run.index + 1})", fontsize=9)
+        axes[2][col].set_xlabel("ms from the straggler iteration's start (live)")
+    axes[0][0].set_ylabel("delivered Gbit/s (live)")
+    axes[1][0].set_ylabel("PRC weight")
+    axes[2][0].set_ylabel("switch queue (kB)")
+    for row in axes:
+        for ax in row:
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def main(folders: list[str], out_root: str) -> int:
+    try:
+        runs = load_runs(folders)
+    except ReportError as exc:
+        print(f"prc-emu report: {exc}", file=sys.stderr)
+        return 2
+    base, rows = table_rows(runs)
+    report_id = f"report-{time.strftime('%Y%m%d-%H%M%S')}"
+    with ResultsWriter(Path(out_root), report_id) as out:
+        out.csv("report.csv", TABLE_COLUMNS, ([row[k] for k in TABLE_COLUMNS] for row in rows))
+        out.json("report.json", {"sources": folders, "base": base, "rows": rows, "versions": versions(),
+                                 "pairs": "speedup = base / variant - 1, paired by comparison and run (same seeds)",
+                                 "catch_up": f"straggler iteration's end to the end of the first later iteration "
+                                             f"within {CATCH_UP_TOLERANCE:.0%} of the steady (median normal) one"})
+        plot_iterations(runs, out.dir / "iterations.png")
+        plot_straggler(runs, out.dir / "straggler.png")
+    print(format_table(base, rows))
+    print(f"report: {Path(out_root) / report_id}  (iterations.png, straggler.png)")
+    return 0
