@@ -14,6 +14,7 @@ demo: bootstrap
 	$(VENV)/bin/prc-emu run examples/default.toml
 	$(VENV)/bin/prc-emu run examples/training.toml
 	$(VENV)/bin/prc-emu compare examples/prc.toml --runs 2
+	$(VENV)/bin/prc-emu report "$$(ls -td results/compare-* | head -n 1)"
 
 test: bootstrap
 	$(PY) -m pytest -q

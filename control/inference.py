@@ -16,7 +16,16 @@ Where the GPU reports its speed (GPU_SAMPLE events: NVML or a replayed
 trace), a process computing slower than nominal is late by what its
 compute will overrun at that speed, before the milestone is overdue:
 the work left (its baseline compute time less the work done at the
-speeds seen) takes 1/speed as long."""
+speeds seen) takes 1/speed as long.
+
+Carry-over (`carry_over`): an iteration that ended late by the threshold
+or more leaves its process late by that much through the next
+iteration. A straggler's job comes out of its iteration behind its
+schedule and meets other jobs' traffic where it used to find the links
+free; its steps then fall behind only gradually, too late for the
+threshold to catch, for the two or three iterations it takes to settle
+again. Each of those iterations ends late, so the help lasts until one
+ends on time."""
 from __future__ import annotations
 
 import statistics
@@ -46,14 +55,15 @@ class ProcessLag:
     work_ns: float = 0.0               # nominal compute done up to speed_since_ns
     speed_since_ns: int = 0
     computes: dict[str, deque] = field(default_factory=dict)   # compute detail -> its last durations (ns)
+    carry: float = 0.0                 # lag (fraction) carried from a previous iteration that ended late
 
     def baseline(self, key: str) -> float:
         return statistics.median(self.seen[key])
 
 
 class LagTracker:
-    def __init__(self, window: int, late_threshold: float):
-        self.window, self.late_threshold = window, late_threshold
+    def __init__(self, window: int, late_threshold: float, carry_over: bool = False):
+        self.window, self.late_threshold, self.carry_over = window, late_threshold, carry_over
         self.procs: dict[int, ProcessLag] = {}
 
     def observe(self, e: ev.Event) -> None:
@@ -78,6 +88,8 @@ class LagTracker:
             p.position = p.order.index(key)
         p.seen[key].append(offset)
         if e.kind == ev.ITERATION_END:
+            end_lag = self._fraction(p, p.lag_ns) if self._learned(p) else 0.0
+            p.carry = end_lag if self.carry_over and end_lag >= self.late_threshold else 0.0
             p.ended += 1
             p.late_ends.append(self._fraction(p, p.worst_ns) >= self.late_threshold)
             if len(p.late_ends) > self.window:
@@ -111,14 +123,15 @@ class LagTracker:
 
     def lag(self, proc: int, now_ns: int) -> float:
         """How late proc is now, as a fraction of its baseline iteration
-        (0 before it has one, or once it has finished the iteration)."""
+        (0 before it has one, or once it has finished the iteration); at
+        least what its previous iteration carried over."""
         p = self.procs.get(proc)
         if p is None or not self._learned(p) or p.iteration < 0 or p.position == len(p.order) - 1:
             return 0.0
         lag = p.lag_ns + max(0.0, self._overrun_ns(p, now_ns))
         if p.position + 1 < len(p.order):
             lag = max(lag, now_ns - p.start_ns - p.baseline(p.order[p.position + 1]))
-        return max(0.0, self._fraction(p, lag))
+        return max(0.0, self._fraction(p, lag), p.carry)
 
     def persistent(self, proc: int) -> bool:
         """Late in most of its last `window` iterations."""

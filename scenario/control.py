@@ -21,6 +21,7 @@ class ControlSpec:
     floor: float = 0.0             # rate floor of a late process, fraction of line (0: none)
     window: int = 5                # baselines: medians over a process's last this many iterations
     observe: str = "training"      # whose progress the policy sees: training jobs' ranks, or "all" processes
+    carry_over: bool = False       # an iteration that ended late leaves its process late through the next
 
 
 OBSERVED = ("training", "all")
@@ -34,6 +35,9 @@ def parse_control(table) -> ControlSpec:
     values = {k: number(f"control.{k}", table.get(k, getattr(default, k)), low, high)
               for k, (low, high) in _RANGES.items()}
     values["window"] = integer("control.window", table.get("window", default.window), 1, 100)
+    values["carry_over"] = table.get("carry_over", default.carry_over)
+    if not isinstance(values["carry_over"], bool):
+        fail("control.carry_over", f"must be true or false, got {values['carry_over']!r}")
     for key, choices in (("policy", POLICIES), ("observe", OBSERVED)):
         values[key] = table.get(key, getattr(default, key))
         if values[key] not in choices:

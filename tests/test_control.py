@@ -54,6 +54,23 @@ def test_a_process_late_in_most_iterations_becomes_persistent_and_is_no_longer_l
     assert not tracker.late(0, int((t + 115) * MS))        # its baseline moved: 110 ms compute is its normal
 
 
+@pytest.mark.parametrize("carry_over", [False, True])
+def test_carry_over_keeps_a_process_late_through_the_iteration_after_a_late_one(carry_over):
+    tracker = LagTracker(window=5, late_threshold=0.05, carry_over=carry_over)
+    t = 0.0
+    for it in range(3):
+        t = _iteration(tracker, 0, it, t)
+    t = _iteration(tracker, 0, 3, t, late_ms=22)               # ends 22 ms late: 0.2 of its 110 ms baseline
+    tracker.observe(ev.Event(int(t * MS), "j", 0, 0, 4, ev.ITERATION_START))
+    carried = 22 / 110 if carry_over else 0.0
+    assert tracker.lag(0, int((t + 1) * MS)) == pytest.approx(carried)      # from the next iteration's start
+    # 95 ms in, its compute end (baseline 80 ms) is 15 ms overdue: late by the larger of the two
+    assert tracker.lag(0, int((t + 95) * MS)) == pytest.approx(max(carried, 15 / 110))
+    t = _iteration(tracker, 0, 4, t)                         # on time: nothing carried into iteration 5
+    tracker.observe(ev.Event(int(t * MS), "j", 0, 0, 5, ev.ITERATION_START))
+    assert tracker.lag(0, int((t + 1) * MS)) == 0.0
+
+
 def _view(spec, tracker, now_ms, slowdowns=None, iteration=None, sent=None):
     return View(spec, tracker, int(now_ms * MS), {0: "h0", 1: "h1", 2: "h0"},
                 {0: ("train", 0), 1: ("train", 1), 2: ("bg", 0)}, {"train"},
@@ -92,7 +109,8 @@ def test_mltcp_weight_grows_with_the_bytes_sent():
 
 @pytest.mark.parametrize("table,key", [({"policy": "fast"}, "control.policy"), ({"gain": "x"}, "control.gain"),
                                        ({"w_max": 0.5}, "control.w_max"), ({"window": 0}, "control.window"),
-                                       ({"colour": 1}, "control.colour"), ({"observe": "gpu"}, "control.observe")])
+                                       ({"colour": 1}, "control.colour"), ({"observe": "gpu"}, "control.observe"),
+                                       ({"carry_over": 1}, "control.carry_over")])
 def test_bad_control_tables_name_the_key(table, key):
     with pytest.raises(ScenarioError, match=f"^{key}:"):
         parse_control(table)
