@@ -72,7 +72,12 @@ def test_ring_allreduce_ranks_own_their_qps_and_steps_wait_on_completions():
     assert sorted((q["src_rank"], q["dst_rank"]) for q in train) == [(0, 1), (1, 2), (2, 3), (3, 0)]
     assert all(q["payload_received"] == ITERATIONS * 2 * 3 * GRADIENT // 4 for q in train), train
     bg = [q for q in result.qp_stats if q["job"] == "bg"]
-    assert len(bg) == 12 and all(q["payload_received"] % 250_000 == 0 and q["payload_received"] > 0 for q in bg)
+    assert len(bg) == 12 and all(q["messages_received"] > 0 for q in bg)
+    # 250 kB per peer per burst in two messages (128 KiB and the rest); the run ends when training does,
+    # so a QP may be partway through one more message (whose RETH the payload count still holds)
+    for q in bg:
+        whole = q["messages_received"] // 2 * 250_000 + q["messages_received"] % 2 * 131_072
+        assert 0 <= q["payload_received"] - whole < 131_072 + 16, q
     # every rank is a NIC process of its own: 4 training ranks, then 4 background ranks
     assert sorted(result.procs) == list(range(8))
     assert {result.procs[p] for p in range(4)} == {("train", r) for r in range(4)}
