@@ -53,8 +53,21 @@ def _add_cc_args(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args) -> int:
+    if args.cc:                 # several policies: a comparison, one run per seed each
+        if args.capture:
+            print("prc-emu run: --capture goes with one run, not with --cc", file=sys.stderr)
+            return 2
+        from experiment.compare import main as compare
+        return compare(args.scenario, args.results, args.state_dir, args.seeds, _policies(args.cc))
+    if args.seeds is not None:
+        print("prc-emu run: --seeds goes with --cc (one run per seed under each policy)", file=sys.stderr)
+        return 2
     from experiment.run import main
     return main(args.scenario, args.results, args.state_dir, args.capture, args.capture_s)
+
+
+def _policies(text: str) -> list[str]:
+    return [p for p in text.split(",") if p]
 
 
 def _add_run_args(p: argparse.ArgumentParser) -> None:
@@ -65,11 +78,14 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    help="capture both directions on NODE's port to PEER (e.g. s0:h2) into the results "
                         "folder, from the end of traffic.settle_s on; repeatable")
     p.add_argument("--capture-s", type=float, default=0.5, help="seconds each capture lasts (default 0.5)")
+    p.add_argument("--cc", metavar="POLICY,...", help="a job scenario under each of these policies (dcqcn, prc, "
+                   "oracle, mltcp), interleaved per seed: the same as `compare SCENARIO --cc ... --runs N`")
+    p.add_argument("--seeds", type=int, help="with --cc: how many seeds (runs per policy; default 2)")
 
 
 def _compare(args) -> int:
     from experiment.compare import main
-    policies = [p for p in args.cc.split(",") if p] if args.cc else None
+    policies = _policies(args.cc) if args.cc else None
     return main(args.plan, args.results, args.state_dir, args.runs, policies)
 
 

@@ -189,7 +189,7 @@ def main(plan_path: str, results_root: str, state_dir: str | None, runs: int | N
 
     try:
         if runs is not None and not 1 <= runs <= MAX_RUNS:
-            raise ScenarioError(f"--runs must be in 1..{MAX_RUNS}, got {runs}")
+            raise ScenarioError(f"--runs (run --seeds) must be in 1..{MAX_RUNS}, got {runs}")
         if policies:
             plan = policy_plan(plan_path, policies, runs or DEFAULT_RUNS)
         else:

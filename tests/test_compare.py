@@ -181,3 +181,13 @@ def test_an_unknown_policy_exits_2_with_one_line_and_leaves_nothing(tmp_path):
     (tmp_path / "s.toml").write_text(SCENARIO)
     line = cli_rejects(["compare", str(tmp_path / "s.toml"), "--cc", "dcqcn,fast"], tmp_path)
     assert "control.policy" in line and "fast" in line
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--cc", "dcqcn,fast", "--seeds", "2"], "control.policy"),
+    (["--cc", "dcqcn,prc", "--seeds", "0"], "--runs (run --seeds) must be in 1.."),
+    (["--seeds", "2"], "--seeds goes with --cc"),
+])
+def test_run_with_several_policies_rejects_bad_input_like_compare(tmp_path, args, says):
+    (tmp_path / "s.toml").write_text(SCENARIO)
+    assert says in cli_rejects(["run", str(tmp_path / "s.toml"), *args], tmp_path)
