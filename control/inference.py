@@ -8,9 +8,13 @@ while it lasts. Lag is a fraction of the process's baseline iteration.
 
 The median makes the transient/persistent split: one late iteration in a
 window barely moves it, so a transient straggler stands out; a process
-late in most of its last `window` iterations (a slower GPU, a permanent
-share) has moved its own baseline, is no longer late, and is reported
-persistent: helping it would only move the slowdown elsewhere.
+whose compute overran its baseline in most of its last `window`
+iterations (a slower GPU) has moved its own baseline, is no longer late,
+and is reported persistent: helping it would only move the slowdown
+elsewhere. Only compute counts there: iterations made late by the
+network (a job slipping among another job's bursts) are what PRC is
+for, and counting them made a whole job persistent, and unhelped, after
+a few slipped iterations.
 
 Where the GPU reports its speed (GPU_SAMPLE events: NVML or a replayed
 trace), a process computing slower than nominal is late by what its
@@ -48,7 +52,8 @@ class ProcessLag:
     seen: dict[str, deque] = field(default_factory=dict)   # milestone -> its last offsets (ns)
     order: list[str] = field(default_factory=list)         # milestones in the order first seen
     ended: int = 0                     # iterations completed
-    late_ends: deque = field(default_factory=deque)        # per recent iteration: ended late?
+    late_ends: deque = field(default_factory=deque)        # per recent iteration: did its compute overrun?
+    compute_over_ns: float = 0.0       # this iteration's compute beyond its baselines
     speed: float = 1.0                 # the GPU's last reported speed
     computing: str | None = None       # detail of the compute under way
     compute_start_ns: int = 0
@@ -72,6 +77,7 @@ class LagTracker:
             self._observe_compute(p, e)
         if e.kind == ev.ITERATION_START:
             p.iteration, p.start_ns, p.position, p.lag_ns, p.worst_ns = e.iteration, e.t_ns, -1, 0.0, 0.0
+            p.compute_over_ns = 0.0
             return
         if e.kind not in MILESTONES or e.iteration != p.iteration:
             return
@@ -91,7 +97,7 @@ class LagTracker:
             end_lag = self._fraction(p, p.lag_ns) if self._learned(p) else 0.0
             p.carry = end_lag if self.carry_over and end_lag >= self.late_threshold else 0.0
             p.ended += 1
-            p.late_ends.append(self._fraction(p, p.worst_ns) >= self.late_threshold)
+            p.late_ends.append(self._fraction(p, p.compute_over_ns) >= self.late_threshold)
             if len(p.late_ends) > self.window:
                 p.late_ends.popleft()
 
@@ -102,7 +108,11 @@ class LagTracker:
             p.work_ns += (e.t_ns - p.speed_since_ns) * p.speed
             p.speed, p.speed_since_ns = e.speed, e.t_ns
         elif p.computing is not None:
-            p.computes.setdefault(p.computing, deque(maxlen=self.window)).append(e.t_ns - p.compute_start_ns)
+            durations = p.computes.setdefault(p.computing, deque(maxlen=self.window))
+            took = e.t_ns - p.compute_start_ns
+            if durations:
+                p.compute_over_ns += max(0.0, took - statistics.median(durations))
+            durations.append(took)
             p.computing = None
 
     def _overrun_ns(self, p: ProcessLag, now_ns: int) -> float:
@@ -134,7 +144,7 @@ class LagTracker:
         return max(0.0, self._fraction(p, lag), p.carry)
 
     def persistent(self, proc: int) -> bool:
-        """Late in most of its last `window` iterations."""
+        """Its compute overran in most of its last `window` iterations."""
         p = self.procs.get(proc)
         return p is not None and sum(p.late_ends) > self.window // 2
 

@@ -16,6 +16,7 @@ def _iteration(tracker, proc, it, start_ms, compute_ms=80.0, step_ms=10.0, steps
     """One ring iteration's events of proc: compute (plus late_ms), then steps."""
     t = start_ms
     tracker.observe(ev.Event(int(t * MS), "j", proc, proc, it, ev.ITERATION_START))
+    tracker.observe(ev.Event(int(t * MS), "j", proc, proc, it, ev.COMPUTE_START, "B mb 0"))
     t += compute_ms + late_ms
     tracker.observe(ev.Event(int(t * MS), "j", proc, proc, it, ev.COMPUTE_END, "B mb 0"))
     for k in range(steps):
@@ -69,6 +70,19 @@ def test_carry_over_keeps_a_process_late_through_the_iteration_after_a_late_one(
     t = _iteration(tracker, 0, 4, t)                         # on time: nothing carried into iteration 5
     tracker.observe(ev.Event(int(t * MS), "j", 0, 0, 5, ev.ITERATION_START))
     assert tracker.lag(0, int((t + 1) * MS)) == 0.0
+
+
+def test_iterations_late_in_communication_only_never_make_a_process_persistent():
+    tracker = LagTracker(window=5, late_threshold=0.05)
+    t = 0.0
+    for it in range(3):
+        t = _iteration(tracker, 0, it, t)
+    for it in range(3, 6):                      # its steps take twice as long: the network, not its GPU
+        t = _iteration(tracker, 0, it, t, step_ms=20)
+        assert not tracker.persistent(0)
+    # then its GPU straggles: 95 ms into iteration 6 its compute end (baseline 80 ms) is 15 ms overdue
+    tracker.observe(ev.Event(int(t * MS), "j", 0, 0, 6, ev.ITERATION_START))
+    assert tracker.late(0, int((t + 95) * MS))
 
 
 def _view(spec, tracker, now_ms, slowdowns=None, iteration=None, sent=None):
