@@ -1,8 +1,11 @@
 """`prc-emu report RESULTS...`: one table and three plots over the runs of
 one or more comparisons (folders `prc-emu compare` wrote). Variants of
 the same name are pooled across folders; a variant's speedup against
-the base (dcqcn where there is one) is paired run by run within a
-folder, where both ran with the same seeds and both runs were valid.
+its base is paired run by run within a folder, where both ran with the
+same seeds and both runs were valid. The base of `POLICY-REST` is
+`dcqcn-REST` where there is one (a no-straggler twin against its own
+DCQCN run), else `dcqcn` (else the first variant); DCQCN's variants
+have none.
 
 Table, per variant: iteration times (mean, p50, p99 over every measured
 iteration of the valid runs) for straggler and normal iterations apart;
@@ -24,10 +27,11 @@ from pathlib import Path
 
 from experiment.compare import interval
 from experiment.results import ResultsWriter, versions
+from scenario.control import POLICIES
 from workload.stats import percentile
 
 CATCH_UP_TOLERANCE = 0.05     # caught up: an iteration within 5% of the steady iteration
-TABLE_COLUMNS = ["variant", "runs", "straggler_mean_ms", "straggler_p50_ms", "straggler_p99_ms",
+TABLE_COLUMNS = ["variant", "runs", "base", "straggler_mean_ms", "straggler_p50_ms", "straggler_p99_ms",
                  "normal_mean_ms", "normal_p50_ms", "normal_p99_ms", "straggler_speedup_pct",
                  "straggler_speedup_lo", "straggler_speedup_hi", "iteration_speedup_pct", "iteration_speedup_lo",
                  "iteration_speedup_hi", "catch_up_ms", "background_share", "cnps", "ecn_marked", "drops"]
@@ -126,14 +130,27 @@ def _counter(run: Run, key: str) -> float:
     return run.summary.get(key, 0) or 0
 
 
-def speedups(runs: list[Run], base: str, value) -> dict[str, dict]:
+def bases(variants: list[str]) -> tuple[str, dict[str, str]]:
+    """The main base and each variant's own (see the module's text)."""
+    main = "dcqcn" if "dcqcn" in variants else variants[0]
+    own = {}
+    for v in variants:
+        if v == main or v.startswith("dcqcn-"):
+            continue
+        policy = next((p for p in POLICIES if v.startswith(p + "-")), None)
+        twin = "dcqcn" + v[len(policy):] if policy else None
+        own[v] = twin if twin in variants else main
+    return main, own
+
+
+def speedups(runs: list[Run], base_of: dict[str, str], value) -> dict[str, dict]:
     """variant -> interval of (base / variant - 1) x 100 over the pairs of
     runs with the same comparison and run index."""
     by_key = {(r.source, r.variant, r.index): r for r in runs}
     out: dict[str, list[float]] = {}
     for r in runs:
-        twin = by_key.get((r.source, base, r.index))
-        if r.variant == base or twin is None:
+        twin = by_key.get((r.source, base_of.get(r.variant), r.index))
+        if twin is None:
             continue
         mine, theirs = value(r), value(twin)
         if mine and theirs:
@@ -150,13 +167,13 @@ def _spread(values: list[float]) -> tuple:
 
 def table_rows(runs: list[Run]) -> tuple[str, list[dict]]:
     variants = list(dict.fromkeys(r.variant for r in runs))
-    base = "dcqcn" if "dcqcn" in variants else variants[0]
-    on_stragglers = speedups(runs, base, Run.straggler_mean)
-    overall = speedups(runs, base, Run.mean_iteration)
+    base, base_of = bases(variants)
+    on_stragglers = speedups(runs, base_of, Run.straggler_mean)
+    overall = speedups(runs, base_of, Run.mean_iteration)
     rows = []
     for v in variants:
         mine = [r for r in runs if r.variant == v]
-        row = {"variant": v, "runs": len(mine)}
+        row = {"variant": v, "runs": len(mine), "base": base_of.get(v)}
         for kind, straggler in (("straggler", True), ("normal", False)):
             spread = _spread([d for r in mine for d in r.durations(straggler)])
             row.update(zip((f"{kind}_mean_ms", f"{kind}_p50_ms", f"{kind}_p99_ms"), spread))
@@ -185,11 +202,10 @@ def _pct(row: dict, prefix: str) -> str:
     return f"{mean:+.1f}%" + (f" [{lo:+.1f}, {hi:+.1f}]" if lo is not None else " (1 pair)")
 
 
-def format_table(base: str, rows: list[dict]) -> str:
-    header = ("variant", "runs", "straggler it. mean/p50/p99 ms", "normal it. mean/p50/p99 ms",
-              f"speedup vs {base}: straggler it.", "mean it.", "catch-up ms", "bg share", "CNPs", "ECN",
-              "drops")
-    body = [(r["variant"], str(r["runs"]),
+def format_table(rows: list[dict]) -> str:
+    header = ("variant", "runs", "base", "straggler it. mean/p50/p99 ms", "normal it. mean/p50/p99 ms",
+              "speedup vs base: straggler it.", "mean it.", "catch-up ms", "bg share", "CNPs", "ECN", "drops")
+    body = [(r["variant"], str(r["runs"]), r["base"] or "-",
              "/".join(_num(r[f"straggler_{k}_ms"]) for k in ("mean", "p50", "p99")),
              "/".join(_num(r[f"normal_{k}_ms"]) for k in ("mean", "p50", "p99")),
              _pct(r, "straggler_speedup"), _pct(r, "iteration_speedup"), _num(r["catch_up_ms"]),
@@ -314,6 +330,6 @@ def main(folders: list[str], out_root: str) -> int:
                                              f"within {CATCH_UP_TOLERANCE:.0%} of the steady (median normal) one"})
         plot_iterations(runs, out.dir / "iterations.png")
         plot_straggler(runs, out.dir / "straggler.png")
-    print(format_table(base, rows))
+    print(format_table(rows))
     print(f"report: {Path(out_root) / report_id}  (iterations.png, straggler.png)")
     return 0

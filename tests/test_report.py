@@ -100,3 +100,16 @@ def test_report_writes_its_table_and_plots_and_rejects_a_folder_that_is_no_compa
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "nope: not a comparison's results" in lines[0]
     assert not (tmp_path / "out2").exists()
+
+
+def test_a_no_straggler_twin_is_paired_with_its_own_dcqcn_run(tmp_path):
+    a = _comparison(tmp_path / "a", {"dcqcn": [[150, 160, 160, 260, 160, 160]],
+                                     "prc": [[150, 160, 160, 230, 160, 160]],
+                                     "dcqcn-calm": [[150, 160, 160, 160, 160, 160]],
+                                     "prc-calm": [[150, 160, 160, 160, 160, 200]]})
+    _base, rows = table_rows(load_runs([str(a)]))
+    by = {r["variant"]: r for r in rows}
+    assert by["prc"]["base"] == "dcqcn" and by["prc-calm"]["base"] == "dcqcn-calm"
+    assert by["dcqcn-calm"]["base"] is None and by["dcqcn-calm"]["iteration_speedup_pct"] is None
+    # iterations 1-5: 160 x 3 + 160 + 200 (its iteration 3 carries 80 ms of extra compute: a straggler row)
+    assert by["prc-calm"]["iteration_speedup_pct"] == pytest.approx(100 * (160 / 168 - 1))
