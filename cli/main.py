@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -170,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("prc-emu: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:             # `prc-emu report ... | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":
