@@ -7,6 +7,8 @@ from __future__ import annotations
 import ctypes
 from pathlib import Path
 
+import numpy as np
+
 from dataplane.bpf_build import BPF_DIR
 from dataplane.host_lib import build_shared_library
 from scenario.dcqcn import DcqcnConfig
@@ -126,6 +128,9 @@ class HostCC:
         self.lib.cc_apply_each.argtypes = [ctypes.POINTER(Params), ctypes.POINTER(State),
                                            ctypes.POINTER(Event), ctypes.c_size_t]
         self.lib.cc_apply_each.restype = None
+        self.lib.cc_apply_indexed.argtypes = [ctypes.POINTER(Params), ctypes.c_void_p, ctypes.c_void_p,
+                                              ctypes.c_void_p, ctypes.c_size_t]
+        self.lib.cc_apply_indexed.restype = None
         for name in ("cc_state_size", "cc_params_size", "cc_event_size"):
             getattr(self.lib, name).restype = ctypes.c_size_t
 
@@ -138,6 +143,26 @@ class HostCC:
         trace = (State * n)()
         self.lib.cc_apply_events(ctypes.byref(params), ctypes.byref(state), ev_array, n, trace)
         return list(trace)
+
+
+    def apply_indexed(self, params: Params, states: np.ndarray, events: np.ndarray, qp) -> None:
+        """Apply events[i] to states[qp[i]] in order, in place. states and
+        events: C-contiguous numpy arrays of STATE_DTYPE and EVENT_DTYPE;
+        qp: integer indices below len(states)."""
+        if states.dtype != STATE_DTYPE or events.dtype != EVENT_DTYPE:
+            raise TypeError("states and events must be numpy arrays of STATE_DTYPE and EVENT_DTYPE")
+        if not (states.flags.c_contiguous and events.flags.c_contiguous):
+            raise ValueError("states and events must be C-contiguous (states are changed in place)")
+        qp = np.ascontiguousarray(qp, dtype=np.uint32)
+        if len(qp) != len(events):
+            raise ValueError(f"{len(events)} events but {len(qp)} QP indices")
+        if len(qp) and int(qp.max()) >= len(states):
+            raise IndexError(f"QP index {int(qp.max())} beyond the {len(states)} states")
+        self.lib.cc_apply_indexed(ctypes.byref(params), states.ctypes.data, events.ctypes.data, qp.ctypes.data,
+                                  len(qp))
+
+
+STATE_DTYPE, EVENT_DTYPE = np.dtype(State), np.dtype(Event)     # numpy views of the C structs
 
 
 def build_host_library() -> Path:

@@ -279,3 +279,45 @@ def test_looking_at_the_rate_between_events_does_not_change_it(host):
             assert (a.t_count, a.bc_count, a.byte_acc) == (b.t_count, b.bc_count, b.byte_acc)
             assert abs(a.rc - b.rc) <= 16 and abs(a.rt - b.rt) <= 16       # 16 of 2^20
             assert abs(a.alpha - b.alpha) <= 64
+
+
+def test_the_indexed_batch_entry_equals_running_each_qp_on_its_own(host):
+    """Random sequences of 32 QPs interleaved at random into one array:
+    cc_apply_indexed leaves every QP where its own sequence alone does."""
+    import numpy as np
+
+    from dataplane.cc import EVENT_DTYPE, STATE_DTYPE
+
+    rng = random.Random(24)
+    params = core_params(random_config(rng))
+    sequences = [random_sequence(rng, params, rng.randint(0, 60)) for _ in range(32)]
+    order = [q for q, seq in enumerate(sequences) for _ in seq]
+    rng.shuffle(order)                          # each QP's events keep their order, QPs interleave
+    cursor = [0] * len(sequences)
+    merged = []
+    for q in order:
+        merged.append(sequences[q][cursor[q]])
+        cursor[q] += 1
+    events = np.frombuffer(b"".join(bytes(e) for e in merged), dtype=EVENT_DTYPE).copy()
+    states = np.zeros(len(sequences), dtype=STATE_DTYPE)
+    host.apply_indexed(params, states, events, order)
+    assert len({s.tobytes() for s in states}) > 16          # the QPs went apart
+    for q, seq in enumerate(sequences):
+        alone = host.run(params, seq)[-1] if seq else State()
+        assert State.from_buffer_copy(states[q].tobytes()).key() == alone.key(), q
+
+
+def test_the_indexed_batch_entry_rejects_what_it_cannot_apply(host):
+    import numpy as np
+
+    from dataplane.cc import EVENT_DTYPE, STATE_DTYPE
+
+    params, states, events = core_params(DcqcnConfig()), np.zeros(4, STATE_DTYPE), np.zeros(3, EVENT_DTYPE)
+    with pytest.raises(IndexError, match="QP index 4 beyond the 4 states"):
+        host.apply_indexed(params, states, events, [0, 1, 4])
+    with pytest.raises(ValueError, match="3 events but 2 QP indices"):
+        host.apply_indexed(params, states, events, [0, 1])
+    with pytest.raises(ValueError, match="C-contiguous"):
+        host.apply_indexed(params, np.zeros(8, STATE_DTYPE)[::2], events, [0, 1, 2])
+    with pytest.raises(TypeError):
+        host.apply_indexed(params, np.zeros(4), events, [0, 1, 2])

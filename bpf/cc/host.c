@@ -27,3 +27,13 @@ void cc_apply_each(const struct dcqcn_params *p, struct cc_qp_state *states,
 	for (size_t i = 0; i < n; i++)
 		cc_apply_event(&states[i], p, &events[i]);
 }
+
+/* n events in order, event i to states[qp[i]]: a simulator's QPs driven
+ * from one time-ordered event array, no gathering of states into event
+ * order (numpy's fancy indexing did that at 1.7 M events/s). */
+void cc_apply_indexed(const struct dcqcn_params *p, struct cc_qp_state *states,
+		      const struct cc_event *events, const unsigned int *qp, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		cc_apply_event(&states[qp[i]], p, &events[i]);
+}
