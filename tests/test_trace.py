@@ -159,3 +159,17 @@ def test_a_bad_trace_exits_2_with_one_line_and_leaves_nothing(tmp_path):
     (tmp_path / "gpu.csv").write_text("t_s,process,speed\n0.5,1,0.5\n0.1,1,1.0\n")
     line = cli_rejects(["run", str(tmp_path / "s.toml")], tmp_path)
     assert line.endswith("gpu.csv:3: time goes backwards (0.1 s after 0.5 s)")
+
+
+def test_the_shipped_trace_plan_replays_a_half_speed_window_on_rank_1():
+    from pathlib import Path
+
+    from scenario.plan import load_plan
+
+    plan = load_plan(Path(__file__).resolve().parent.parent / "examples" / "prc-trace.toml")
+    trace = plan.variants[0].scenario(0).jobs[0].trace
+    assert trace.processes == ("gpu0", "gpu1", "gpu2", "gpu3")
+    slow = trace.ranks[1]
+    # trace 8-9 s at (t - 0.2) x 1.65 ms: 12.87-14.52 ms of the run, at half speed
+    assert slow.speed_at(0.0135) == 0.5 and slow.speed_at(0.0125) == 1.0 and slow.speed_at(0.0146) == 1.0
+    assert all(line.speed_at(0.0135) == 1.0 for r, line in enumerate(trace.ranks) if r != 1)
