@@ -15,13 +15,13 @@ class ControlSpec:
     policy: str = "dcqcn"          # dcqcn: no process input, every weight 1
     tick_us: float = 10.0          # how often lag is re-evaluated between progress events
     late_threshold: float = 0.05   # lag (fraction of the baseline iteration) that makes a process late
-    gain: float = 10.0             # weight = 1 + gain x lag, up to w_max
-    w_max: float = 4.0             # beyond 4 gained little in probes; [dcqcn] w_min/w_max clamp it too
+    gain: float = 40.0             # weight = 1 + gain x lag, up to w_max
+    w_max: float = 16.0            # the NIC port's arbiter uses it as is; DCQCN's steps clamp it to [dcqcn] w_max
     w_yield: float = 1.0           # weight of a process on time sharing a NIC with a late one (< 1: yields)
     floor: float = 0.0             # rate floor of a late process, fraction of line (0: none)
     window: int = 5                # baselines: medians over a process's last this many iterations
     observe: str = "training"      # whose progress the policy sees: training jobs' ranks, or "all" processes
-    carry_over: bool = False       # an iteration that ended late leaves its process late through the next
+    carry_over: bool = True        # an iteration that ended late leaves its process late through the next
 
 
 OBSERVED = ("training", "all")
