@@ -148,6 +148,11 @@ class LagTracker:
         p = self.procs.get(proc)
         return p is not None and sum(p.late_ends) > self.window // 2
 
+    def late_lag(self, proc: int, now_ns: int) -> float | None:
+        """proc's lag if it is transiently late (lagging by the threshold
+        and not persistent), else None."""
+        lag = self.lag(proc, now_ns)
+        return lag if lag >= self.late_threshold and not self.persistent(proc) else None
+
     def late(self, proc: int, now_ns: int) -> bool:
-        """Transiently late: lagging by the threshold and not persistent."""
-        return not self.persistent(proc) and self.lag(proc, now_ns) >= self.late_threshold
+        return self.late_lag(proc, now_ns) is not None

@@ -53,8 +53,9 @@ def prc(view: View) -> dict[int, tuple[float, float]]:
     s = view.spec
     helped = {}
     for proc in view.host_of:
-        if view.lag.late(proc, view.now_ns):
-            helped[proc] = (min(s.w_max, 1.0 + s.gain * view.lag.lag(proc, view.now_ns)), s.floor)
+        lag = view.lag.late_lag(proc, view.now_ns)
+        if lag is not None:
+            helped[proc] = (min(s.w_max, 1.0 + s.gain * lag), s.floor)
     return _yield_beside(view, helped)
 
 

@@ -42,4 +42,5 @@ class TraceReplay:
 
 def sources(workload) -> list:
     """The sources besides the ranks' own events that this workload has."""
-    return [TraceReplay(workload)] if any(ctx.speed is not None for ctx in workload.ranks.values()) else []
+    replay = TraceReplay(workload)
+    return [replay] if replay.ranks else []

@@ -144,7 +144,6 @@ class HostCC:
         self.lib.cc_apply_events(ctypes.byref(params), ctypes.byref(state), ev_array, n, trace)
         return list(trace)
 
-
     def apply_indexed(self, params: Params, states: np.ndarray, events: np.ndarray, qp) -> None:
         """Apply events[i] to states[qp[i]] in order, in place. states and
         events: C-contiguous numpy arrays of STATE_DTYPE and EVENT_DTYPE;

@@ -1,4 +1,4 @@
-"""`prc-emu report RESULTS...`: one table and three plots over the runs of
+"""`prc-emu report RESULTS...`: one table and two plots over the runs of
 one or more comparisons (folders `prc-emu compare` wrote). Variants of
 the same name are pooled across folders; a variant's speedup against
 its base is paired run by run within a folder, where both ran with the
@@ -21,6 +21,7 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from experiment.compare import interval
@@ -50,22 +51,24 @@ class Run:
     summary: dict
     iterations: list[dict] = field(default_factory=list)      # training jobs' rows of iterations.csv
 
-    @property
+    @cached_property
     def measured(self) -> list[dict]:
         """Iterations after each job's warm-up."""
         warmup = {name: job.get("warmup_iterations", 0) for name, job in self.summary["jobs"].items()}
         return [i for i in self.iterations if int(i["iteration"]) >= warmup.get(i["job"], 0)]
 
+    @property
+    def straggler_rows(self) -> list[dict]:
+        return [i for i in self.measured if is_straggler(i)]
+
     def durations(self, straggler: bool) -> list[float]:
-        return [float(i["duration_ms"]) for i in self.measured if (float(i["extra_compute_ms"]) > 0) == straggler]
+        return [float(i["duration_ms"]) for i in self.measured if is_straggler(i) == straggler]
 
     def mean_iteration(self) -> float | None:
-        values = [float(i["duration_ms"]) for i in self.measured]
-        return statistics.fmean(values) if values else None
+        return _mean([float(i["duration_ms"]) for i in self.measured])
 
     def straggler_mean(self) -> float | None:
-        values = self.durations(True)
-        return statistics.fmean(values) if values else None
+        return _mean(self.durations(True))
 
     def catch_up_ms(self) -> list[float]:
         """For each straggler iteration: from its end to the end of the
@@ -78,7 +81,7 @@ class Run:
         rows = self.measured
         out = []
         for k, it in enumerate(rows):
-            if float(it["extra_compute_ms"]) <= 0:
+            if not is_straggler(it):
                 continue
             later = [r for r in rows[k + 1:] if r["job"] == it["job"]]
             back = next((r for r in later if float(r["duration_ms"]) <= steady * (1 + CATCH_UP_TOLERANCE)), None)
@@ -87,9 +90,17 @@ class Run:
         return out
 
     def background_share(self) -> float | None:
-        shares = [j["per_rank_share_of_line_during_training_comm"] for j in self.summary["jobs"].values()
-                  if j.get("per_rank_share_of_line_during_training_comm") is not None]
-        return statistics.fmean(shares) if shares else None
+        return _mean([j["per_rank_share_of_line_during_training_comm"] for j in self.summary["jobs"].values()
+                      if j.get("per_rank_share_of_line_during_training_comm") is not None])
+
+
+def is_straggler(row: dict) -> bool:
+    """An iterations.csv row in which a straggler added compute."""
+    return float(row["extra_compute_ms"]) > 0
+
+
+def _mean(values: list[float]) -> float | None:
+    return statistics.fmean(values) if values else None
 
 
 def load_runs(folders: list[str]) -> list[Run]:
@@ -174,10 +185,8 @@ def table_rows(runs: list[Run]) -> tuple[str, list[dict]]:
         for prefix, stats in (("straggler_speedup", on_stragglers.get(v, {})), ("iteration_speedup", overall.get(v, {}))):
             row[f"{prefix}_pct"], row[f"{prefix}_lo"], row[f"{prefix}_hi"] = (
                 stats.get("mean"), stats.get("lo"), stats.get("hi"))
-        catch = [c for r in mine for c in r.catch_up_ms()]
-        shares = [s for r in mine if (s := r.background_share()) is not None]
-        row.update(catch_up_ms=statistics.fmean(catch) if catch else None,
-                   background_share=statistics.fmean(shares) if shares else None,
+        row.update(catch_up_ms=_mean([c for r in mine for c in r.catch_up_ms()]),
+                   background_share=_mean([s for r in mine if (s := r.background_share()) is not None]),
                    cnps=statistics.fmean(_counter(r, "cnps") for r in mine),
                    ecn_marked=statistics.fmean(_counter(r, "ecn_marked_packets") for r in mine),
                    drops=statistics.fmean(_counter(r, "tail_drops") for r in mine))
@@ -226,7 +235,7 @@ def main(folders: list[str], out_root: str) -> int:
                                  "catch_up": f"straggler iteration's end to the end of the first later iteration "
                                              f"within {CATCH_UP_TOLERANCE:.0%} of the steady (median normal) one"})
         plot_iterations(runs, out.dir / "iterations.png")
-        plot_straggler(runs, out.dir / "straggler.png")
+        plots = ["iterations.png"] + (["straggler.png"] if plot_straggler(runs, out.dir / "straggler.png") else [])
     print(format_table(rows))
-    print(f"report: {Path(out_root) / report_id}  (iterations.png, straggler.png)")
+    print(f"report: {Path(out_root) / report_id}  ({', '.join(plots)})")
     return 0

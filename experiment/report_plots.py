@@ -9,8 +9,11 @@ import statistics
 from pathlib import Path
 
 
-def read_csv(path: Path) -> list[dict]:
-    """A CSV file's rows as dicts by its header."""
+def read_csv(path: Path, missing_ok: bool = False) -> list[dict]:
+    """A CSV file's rows as dicts by its header (none for a missing file
+    if missing_ok: runs written before it existed)."""
+    if missing_ok and not path.is_file():
+        return []
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
 
@@ -65,7 +68,7 @@ def plot_straggler(runs: list, path: Path) -> bool:
 
     chosen = {}
     for r in runs:
-        late = [i for i in r.measured if float(i["extra_compute_ms"]) > 0]
+        late = r.straggler_rows
         if late and r.variant not in chosen and (r.folder / "rates.csv").is_file():
             chosen[r.variant] = (r, late[0])
     if not chosen:
@@ -84,12 +87,12 @@ def plot_straggler(runs: list, path: Path) -> bool:
         for proc, points in sorted(_series(rates, "proc", "delivered_bytes").items(), key=lambda kv: int(kv[0])):
             times, gbps = _rates(inside(points))
             axes[0][col].plot(times, gbps, linewidth=1, label=names[proc])
-        control = read_csv(run.folder / "control.csv") if (run.folder / "control.csv").is_file() else []
+        control = read_csv(run.folder / "control.csv", missing_ok=True)
         for proc, points in sorted(_series(control, "proc", "weight").items(), key=lambda kv: int(kv[0])):
             shown = inside([(lo, 1.0)] + points + [(hi, points[-1][1])])
             axes[1][col].step([t for t, _ in shown], [w for _, w in shown], where="post", linewidth=1,
                               label=names.get(proc, proc))
-        queues = read_csv(run.folder / "queues.csv") if (run.folder / "queues.csv").is_file() else []
+        queues = read_csv(run.folder / "queues.csv", missing_ok=True)
         for port, points in sorted(_series(queues, "port", "queued_bytes").items()):
             shown = inside(points)
             if any(q for _, q in shown):

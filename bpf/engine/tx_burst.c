@@ -90,6 +90,13 @@ static int doorbell_rang(const struct tx_sched *s)
 #define PORT_MAX_AHEAD_BYTES (64u * 9000u)	/* no QP waits longer than this much wire time */
 #define PORT_ELIGIBLE_BYTES (2u * 9000u)	/* due within this much wire time: competing */
 
+/* A QP's start tag on its port: its last finish tag, or the port's clock
+ * if it has fallen behind (it was idle). */
+static uint64_t start_tag(const struct tx_qp *qp)
+{
+	return qp->vtag > qp->port->vclock ? qp->vtag : qp->port->vclock;
+}
+
 /* The port's share of a packet: its start tag moves the port's virtual
  * clock; the QP's finish tag grows by the packet's bytes over its weight,
  * so backlogged QPs of one port send in proportion to their weights. */
@@ -97,20 +104,13 @@ static void port_take(struct tx_qp *qp, uint64_t now, uint32_t len)
 {
 	struct tx_port *p = qp->port;
 	uint32_t w = qp->weight ? *qp->weight : 0;
-	uint64_t start = qp->vtag > p->vclock ? qp->vtag : p->vclock;
+	uint64_t start = start_tag(qp);
 
 	w = w == 0 ? WEIGHT_ONE : (w > WEIGHT_MAX ? WEIGHT_MAX : w);
 	p->vclock = start;
 	p->last = qp;
 	qp->vtag = start + (uint64_t)len * WEIGHT_ONE / w;
 	p->free_at = (p->free_at > now ? p->free_at : now) + (uint64_t)len * p->ps_per_byte / 1000;
-}
-
-/* A QP's start tag on its port: its last finish tag, or the port's clock
- * if it has fallen behind (it was idle). */
-static uint64_t start_tag(const struct tx_qp *qp)
-{
-	return qp->vtag > qp->port->vclock ? qp->vtag : qp->port->vclock;
 }
 
 /* The earliest a QP may take its port: when the port is free, later by
