@@ -87,7 +87,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
 def _compare(args) -> int:
     from experiment.compare import main
     policies = _policies(args.cc) if args.cc else None
-    return main(args.plan, args.results, args.state_dir, args.runs, policies)
+    return main(args.plan, args.results, args.state_dir, args.runs, policies,
+                args.step_us if args.sim else None)
 
 
 def _add_compare_args(p: argparse.ArgumentParser) -> None:
@@ -98,6 +99,33 @@ def _add_compare_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", type=int, help="runs per variant (default: the plan's)")
     p.add_argument("--results", default="results", help="results folder (default: ./results)")
     p.add_argument("--state-dir", help="testbed run records (default: $PRC_EMU_STATE_DIR or /run/prc-emu)")
+    p.add_argument("--sim", action="store_true", help="run the variants in the simulator instead of live")
+    _add_step_arg(p)
+
+
+def _add_step_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--step-us", type=float, default=1.0,
+                   help="the simulator's time step, datacenter us (default 1; docs/sim.md)")
+
+
+def _sim(args) -> int:
+    if args.cc:
+        from experiment.compare import main as compare
+        return compare(args.scenario, args.results, None, args.seeds, _policies(args.cc), args.step_us)
+    if args.seeds is not None:
+        print("prc-emu sim: --seeds goes with --cc (one run per seed under each policy)", file=sys.stderr)
+        return 2
+    from experiment.sim_run import main
+    return main(args.scenario, args.results, args.step_us)
+
+
+def _add_sim_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scenario", help="scenario TOML file with [[job]] tables (docs/scenario.md)")
+    p.add_argument("--results", default="results", help="results folder (default: ./results)")
+    p.add_argument("--cc", metavar="POLICY,...", help="under each of these policies (dcqcn, prc, oracle, "
+                   "mltcp), interleaved per seed: the same as `compare SCENARIO --sim --cc ... --runs N`")
+    p.add_argument("--seeds", type=int, help="with --cc: how many seeds (runs per policy; default 2)")
+    _add_step_arg(p)
 
 
 def _report(args) -> int:
@@ -144,6 +172,8 @@ COMMANDS = {
     "run": ("run a scenario's flows live and write results/<run-id>/", _run, _add_run_args),
     "compare": ("run a scenario's variants live, interleaved, with intervals over runs", _compare,
                 _add_compare_args),
+    "sim": ("run a job scenario in the fluid simulator (same plan, CC core, workload and policies)",
+            _sim, _add_sim_args),
     "report": ("a table and plots over comparisons' runs: iteration times, speedups, catch-up, "
                "background share, CNPs", _report, _add_report_args),
     "record-nvml": ("record GPU clocks, throttle reasons and per-process SM use into a progress trace",

@@ -1,6 +1,7 @@
-"""`prc-emu compare PLAN`: the variants of a plan (scenario.plan) run live,
-each `runs` times with the same seeds, the variants interleaved (run r
-starts at variant r, so none always runs first); a run that measured the
+"""`prc-emu compare PLAN`: the variants of a plan (scenario.plan) run live
+(or in the simulator with --sim), each `runs` times with the same seeds,
+the variants interleaved (run r starts at variant r, so none always runs
+first); a run that measured the
 machine rather than the network (summary `valid` false) is repeated with
 the same seeds after the others, at most MAX_RETRIES times, and left out
 of the statistics. Every run's results as `prc-emu run` writes them, and
@@ -179,15 +180,33 @@ class RunQueue:
             self.waiting.append((run, variant, attempt + 1))
 
 
-def main(plan_path: str, results_root: str, state_dir: str | None, runs: int | None = None,
-         policies: list[str] | None = None) -> int:
-    """plan_path: a plan, or with `policies` a scenario to run under each."""
+def _runner(state_dir: str | None, step_us: float | None):
+    """run(scenario, label, folder) -> (results folder, summary) or an
+    exit code: live on a fresh testbed, or in the simulator with step_us."""
     from experiment.run import iteration_counter, on_testbed, workload_body
-    from scenario.plan import DEFAULT_RUNS, MAX_RUNS, load_plan, policy_plan
-    from scenario.spec import ScenarioError
+
+    if step_us is not None:
+        from experiment.sim_run import in_simulator
+        return lambda scenario, label, folder: in_simulator(scenario, label, folder, step_us,
+                                                            iteration_counter(scenario, "    "))
     from testbed.state import StateStore, state_dir as resolve_state_dir
 
+    store = StateStore(resolve_state_dir(state_dir))
+    return lambda scenario, label, folder: on_testbed(scenario, label, folder, store,
+                                                      workload_body(scenario, iteration_counter(scenario, "    ")))
+
+
+def main(plan_path: str, results_root: str, state_dir: str | None, runs: int | None = None,
+         policies: list[str] | None = None, step_us: float | None = None) -> int:
+    """plan_path: a plan, or with `policies` a scenario to run under each;
+    live, or in the simulator in steps of step_us."""
+    from experiment.sim_run import check_step
+    from scenario.plan import DEFAULT_RUNS, MAX_RUNS, load_plan, policy_plan
+    from scenario.spec import ScenarioError
+
     try:
+        if step_us is not None:
+            check_step(step_us)
         if runs is not None and not 1 <= runs <= MAX_RUNS:
             raise ScenarioError(f"--runs (run --seeds) must be in 1..{MAX_RUNS}, got {runs}")
         if policies:
@@ -198,7 +217,7 @@ def main(plan_path: str, results_root: str, state_dir: str | None, runs: int | N
     except ScenarioError as exc:
         print(f"prc-emu: plan error: {exc}", file=sys.stderr)
         return 2
-    store = StateStore(resolve_state_dir(state_dir))
+    run_one = _runner(state_dir, step_us)
     queue = RunQueue(plan.variants, plan.runs)
     compare_id = f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
     rows = []
@@ -207,8 +226,7 @@ def main(plan_path: str, results_root: str, state_dir: str | None, runs: int | N
             scenario = variant.scenario(run)
             print(f"[{len(queue.order)}/{len(queue.order) + len(queue.waiting)}] {variant.name}, "
                   f"run {run + 1} (seeds +{run})" + (f", attempt {attempt}" if attempt > 1 else ""), flush=True)
-            ran = on_testbed(scenario, f"{plan_path}#{variant.name}", out.dir / variant.name, store,
-                             workload_body(scenario, iteration_counter(scenario, "    ")))
+            ran = run_one(scenario, f"{plan_path}#{variant.name}", out.dir / variant.name)
             print()
             if isinstance(ran, int):
                 return ran              # the partial comparison is removed with the writer
@@ -228,6 +246,7 @@ def main(plan_path: str, results_root: str, state_dir: str | None, runs: int | N
                  + [r["metrics"].get(k, "") for k in keys]
                  for r in rows))
         out.json("compare.json", {"plan": plan_path, "rows": rows, "scenario": str(plan.scenario_path),
+                                  "simulator": {"step_us": step_us} if step_us is not None else None,
                                   "runs": plan.runs,
                                   "order": [f"{v.name}#{r}" for r, v, _attempt in queue.order],
                                   "variants": {v.name: v.about for v in plan.variants},

@@ -262,8 +262,6 @@ def iteration_counter(scenario, prefix: str = "  "):
 
 def run_jobs(scenario, scenario_path: str, results_root: str, store) -> int:
     """The scenario's [[job]] tables on a fresh testbed, with a summary."""
-    from experiment import workload_report
-
     run_body = workload_body(scenario, iteration_counter(scenario))
 
     def jobs(testbed, out) -> dict:
@@ -274,9 +272,13 @@ def run_jobs(scenario, scenario_path: str, results_root: str, store) -> int:
         return summary
 
     ran = on_testbed(scenario, scenario_path, results_root, store, jobs)
-    if isinstance(ran, int):
-        return ran
-    final, summary = ran
+    return ran if isinstance(ran, int) else print_jobs(*ran)
+
+
+def print_jobs(final: Path, summary: dict) -> int:
+    """Print a job run's summary; its exit code (3: not finished)."""
+    from experiment import workload_report
+
     for name, job in summary["jobs"].items():
         if "iteration_ms" in job:
             it = job["iteration_ms"]

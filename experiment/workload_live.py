@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import collections
 import os
-from dataclasses import dataclass, field
 
 from control.controller import Controller
 from dataplane import roce
@@ -17,6 +16,7 @@ from testbed.probes import backlog_drops
 from testbed.topology import live_rate_bps
 from workload import events as ev
 from workload.driver import Workload
+from workload.result import WorkloadResult
 from workload.transport import Endpoint
 
 SAMPLE_EVERY_NS = 2_000_000         # per-process delivered bytes and switch queues, over time
@@ -62,31 +62,6 @@ class LiveTransport:
             self.fresh_starts += 1
         self._arrivals[recv_qpn].append(on_received)
         self.engine.post(send_qpn, nbytes, on_complete=lambda m: on_sent(m.completed_ns))
-
-
-@dataclass
-class WorkloadResult:
-    line_rate_bps: int
-    events: list = field(default_factory=list)             # workload.events.Event, in order
-    procs: dict = field(default_factory=dict)              # NIC process -> (job, rank)
-    proc_bytes: dict = field(default_factory=dict)         # proc -> [(t_ns, bytes its QPs delivered)]
-    queue_bytes: dict = field(default_factory=dict)        # switch port "node:peer" -> [(t_ns, queued bytes)]
-    qp_stats: list = field(default_factory=list)           # per connection: counters at the end
-    pause_events: int = 0
-    paused_ns: int = 0
-    port_drops: int = 0
-    send_errors: int = 0
-    backlog_drops: int = 0                                 # the receive CPUs' backlog overflowed (machine-wide)
-    fresh_starts: int = 0
-    decisions: list = field(default_factory=list)          # the controller's writes: (t_ns, proc, weight, floor, lag)
-    reaction_ns: list = field(default_factory=list)        # progress event -> hook write
-    finished: bool = False
-    wall_s: float = 0.0
-
-    def job_bytes(self, job: str) -> list[tuple[int, int]]:
-        """[(t_ns, bytes delivered by the job's QPs)], from its processes' series."""
-        series = [s for proc, s in self.proc_bytes.items() if self.procs[proc][0] == job]
-        return [(points[0][0], sum(b for _t, b in points)) for points in zip(*series)] if series else []
 
 
 def run_workload(testbed, scenario, engine_cpu: int = 0, limit_s: float = 600.0, progress=None) -> WorkloadResult:

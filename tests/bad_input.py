@@ -19,12 +19,14 @@ def assert_names_key(parse, key: str, reason: str) -> None:
     assert message.startswith(key + ":") and reason in message and "\n" not in message
 
 
-def cli_rejects(args: list[str], tmp_path) -> str:
-    """`prc-emu ARGS` with results and state under tmp_path exits 2 with one
-    line on stderr and creates neither: that line."""
+def cli_rejects(args: list[str], tmp_path, state_dir: bool = True) -> str:
+    """`prc-emu ARGS` with results (and testbed state, if the command takes
+    --state-dir) under tmp_path exits 2 with one line on stderr and creates
+    neither: that line."""
     results, state = tmp_path / "results", tmp_path / "state"
-    proc = subprocess.run([sys.executable, "-m", "cli.main", *args, "--results", str(results),
-                           "--state-dir", str(state)], capture_output=True, text=True, cwd=REPO, timeout=60)
+    places = ["--results", str(results)] + (["--state-dir", str(state)] if state_dir else [])
+    proc = subprocess.run([sys.executable, "-m", "cli.main", *args, *places],
+                          capture_output=True, text=True, cwd=REPO, timeout=60)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, lines

@@ -16,8 +16,9 @@ ALLOWED = {
     "testbed": {"scenario", "dataplane"},
     "workload": {"scenario"},
     "control": {"scenario", "dataplane", "workload"},
-    "experiment": {"scenario", "dataplane", "testbed", "workload", "control"},
-    "cli": {"scenario", "dataplane", "testbed", "workload", "control", "experiment"},
+    "sim": {"scenario", "dataplane", "testbed", "workload", "control"},
+    "experiment": {"scenario", "dataplane", "testbed", "workload", "control", "sim"},
+    "cli": {"scenario", "dataplane", "testbed", "workload", "control", "sim", "experiment"},
 }
 
 

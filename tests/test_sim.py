@@ -1,0 +1,199 @@
+"""The fluid simulator (sim/): the NIC port's weighted shares, DCQCN on
+two flows into one port, pauses and losses at a full buffer, completions
+in order, the training scenario under DCQCN and PRC run twice to the same
+result, and `prc-emu sim` / `compare --sim`. No root needed."""
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bad_input import cli_rejects
+from scenario.spec import load_scenario, parse_scenario
+from sim.fabric import Fabric
+from sim.network import FluidNetwork, Hooks, weighted_shares
+from sim.run import run_sim
+from sim.transport import SimTransport
+from testbed.topology import live_rate_bps, plan_topology
+from workload.ideal import IdealTransport
+from workload.driver import Workload
+from workload.stats import iterations
+from workload.transport import Endpoint
+
+REPO = Path(__file__).resolve().parent.parent
+TRAINING = REPO / "examples" / "training.toml"
+MB = 1_000_000
+
+
+def test_weighted_shares_split_by_weight_and_pass_on_what_a_member_does_not_want():
+    group = np.array([0, 0, 1, 1, 1])
+    weight = np.array([3.0, 1.0, 1.0, 1.0, 2.0])
+    demand = np.array([10.0, 10.0, 0.1, 10.0, 10.0])
+    alloc = weighted_shares(group, weight, demand, 1.0, 2)
+    assert alloc[:2] == pytest.approx([0.75, 0.25])
+    # group 1: the 0.1 member is sated, the other two split 0.9 as 1:2
+    assert alloc[2:] == pytest.approx([0.1, 0.3, 0.6])
+    # no one gets more than asked, and capacity left over stays unused
+    assert weighted_shares(group, weight, np.array([0.2, 0.1, 0, 0, 0.5]), 1.0, 2) == pytest.approx(
+        [0.2, 0.1, 0, 0, 0.5])
+
+
+def _network(hosts=4, extra=None, seed=1):
+    sc = parse_scenario({"topology": {"hosts": hosts}, **(extra or {})})
+    plan = plan_topology(sc, "p0000")
+    hooks = Hooks(hosts)
+    net = FluidNetwork(Fabric(plan, sc.live), sc.live, sc.dilation, live_rate_bps(sc), hooks, seed)
+    return sc, net, hooks, SimTransport(net, 1000 * sc.dilation)
+
+
+def _incast(senders: int, nbytes: int, extra=None, weights=None, sample_ns=10_000_000):
+    """senders flows of nbytes into h{senders}; (network, completions, samples of bytes sent)."""
+    sc, net, hooks, clock = _network(senders + 1, extra)
+    for proc, w in (weights or {}).items():
+        hooks.set(proc, w)
+    dst = Endpoint(f"h{senders}", senders)
+    acked, received = [], []
+    for s in range(senders):
+        clock.send(Endpoint(f"h{s}", s), dst, nbytes, False, lambda t, s=s: acked.append((s, t)),
+                   lambda t, s=s: received.append((s, t)))
+    samples = []
+
+    def sample():
+        samples.append((clock.now_ns(), net.sent.copy(), net.queue.max()))
+        clock.call_at(clock.now_ns() + sample_ns, sample)
+    sample()
+    assert clock.run(lambda: len(acked) == senders, 20e9)
+    return sc, net, acked, received, samples
+
+
+def _rates(sc, samples, start_ns, end_ns):
+    """Each QP's share of line between two sample times (payload)."""
+    (t0, a, _), (t1, b, _) = [min(samples, key=lambda s: abs(s[0] - t)) for t in (start_ns, end_ns)]
+    return (b - a) * 8e9 / (t1 - t0) / live_rate_bps(sc)
+
+
+def test_two_flows_into_one_port_share_it_under_dcqcn():
+    sc, net, acked, received, samples = _incast(2, 50 * MB)
+    shares = _rates(sc, samples, 200e6, 700e6)
+    assert (net.cnps > 0).all()
+    assert 0.85 <= shares.sum() <= 1.0, shares            # live: 0.94-0.96 of line on the wire
+    assert shares.min() >= 0.35, shares                     # live: 0.44-0.51 each over the steady state
+    assert max(q for _t, _s, q in samples) < sc.buffer_bytes
+    assert net.pause_events == 0 and net.dropped_bytes == 0
+    # completions: data visible before its ACK is back, both after the last byte could have left
+    for s in range(2):
+        [(_, t_recv)] = [r for r in received if r[0] == s]
+        [(_, t_ack)] = [a for a in acked if a[0] == s]
+        assert 50 * MB * 8e9 / live_rate_bps(sc) < t_recv < t_ack
+
+
+def test_a_weighted_process_takes_more_of_the_port():
+    sc, net, *_rest, samples = _incast(2, 50 * MB, weights={1: 4.0})
+    shares = _rates(sc, samples, 200e6, 600e6)
+    assert shares[1] / shares.sum() >= 0.7, shares         # live: 0.84-0.86 of what the port delivered
+
+
+@pytest.mark.parametrize("lossless", [True, False])
+def test_a_full_buffer_pauses_lossless_and_drops_lossy(lossless):
+    no_marks = {"ecn": {"kmin_bytes": 10 * MB, "kmax_bytes": 10 * MB},
+                "links": {"buffer_bytes": 100_000}, "pfc": {"enabled": lossless}}
+    sc, net, acked, received, samples = _incast(3, 5 * MB, no_marks, sample_ns=1_000_000)
+    assert net.sent == pytest.approx([5 * MB] * 3)         # everything arrives either way
+    assert max(q for _t, _s, q in samples) <= 100_000
+    if lossless:
+        assert net.pause_events > 0 and net.dropped_bytes == 0
+    else:
+        assert net.pause_events == 0 and net.dropped_bytes > 0
+
+
+def test_messages_on_one_connection_complete_in_order():
+    sc, net, hooks, clock = _network(2)
+    got = []
+    for i, size in enumerate([4 * MB, 1000, 200_000, 7]):
+        clock.send(Endpoint("h0", 0), Endpoint("h1", 1), size, False, lambda t, i=i: got.append(("sent", i, t)),
+                   lambda t, i=i: got.append(("recv", i, t)))
+    clock.run(lambda: len(got) == 8, 10e9)
+    recv = [(i, t) for kind, i, t in got if kind == "recv"]
+    assert [i for i, _ in recv] == [0, 1, 2, 3]
+    assert all(a[1] <= b[1] for a, b in zip(recv, recv[1:]))
+    assert net.messages[0] == 4
+
+
+def _training(policy: str):
+    sc = load_scenario(TRAINING)
+    return dataclasses.replace(sc, control=dataclasses.replace(sc.control, policy=policy))
+
+
+@pytest.fixture(scope="module")
+def training_runs():
+    return {policy: run_sim(_training(policy)) for policy in ("dcqcn", "prc")}
+
+
+def test_the_same_scenario_and_seed_give_the_same_run(training_runs):
+    again = run_sim(_training("prc"))
+    first = training_runs["prc"]
+    assert [(e.t_ns, e.proc, e.kind) for e in again.events] == [(e.t_ns, e.proc, e.kind) for e in first.events]
+    assert again.decisions == first.decisions and again.decisions
+
+
+def test_training_in_the_simulator_is_no_faster_than_alone_on_serial_links(training_runs):
+    sc = _training("dcqcn")
+    ideal = IdealTransport(live_rate_bps(sc), sc.delay_ns * sc.dilation)
+    workload = Workload(sc.jobs[:1], ideal, sc.dilation)        # the training job alone
+    events = []
+    workload.bus.subscribe(events.append)
+    workload.start()
+    ideal.run(until=lambda: workload.finished)
+    train = sc.jobs[0]
+    floor = [i.duration_ns for i in iterations(events, train, sc.dilation)]
+    simulated = [i.duration_ns for i in iterations(training_runs["dcqcn"].events, train, sc.dilation)]
+    assert training_runs["dcqcn"].finished and len(simulated) == len(floor)
+    # headers on the wire and the background's share of the NICs only add time
+    assert all(s >= 0.99 * f for s, f in zip(simulated, floor))
+    assert max(simulated) > 1.3 * np.median(simulated)      # the straggler iteration stands out
+
+
+def test_prc_shortens_the_straggler_iteration_in_the_simulator(training_runs):
+    sc = _training("dcqcn")
+    train = sc.jobs[0]
+    worst = {p: max(i.duration_ns for i in iterations(r.events, train, sc.dilation))
+             for p, r in training_runs.items()}
+    assert worst["prc"] < 0.97 * worst["dcqcn"], worst
+    assert training_runs["prc"].decisions and not training_runs["dcqcn"].decisions
+
+
+def test_sim_command_writes_a_run_like_a_live_one(tmp_path):
+    from cli.main import main
+    assert main(["sim", str(TRAINING), "--results", str(tmp_path), "--step-us", "2"]) == 0
+    [folder] = tmp_path.iterdir()
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["finished"] and summary["valid"]
+    assert json.loads((folder / "config.json").read_text())["simulator"]["step_us"] == 2
+    for name in ("iterations.csv", "rates.csv", "queues.csv", "timeline.png"):
+        assert (folder / name).stat().st_size > 0
+
+
+def test_compare_in_the_simulator_feeds_the_report(tmp_path, capsys):
+    from cli.main import main
+    assert main(["sim", str(TRAINING), "--results", str(tmp_path), "--cc", "dcqcn,prc", "--seeds", "2"]) == 0
+    [folder] = tmp_path.iterdir()
+    assert json.loads((folder / "compare.json").read_text())["simulator"] == {"step_us": 1.0}
+    assert main(["report", str(folder), "--out", str(tmp_path / "report")]) == 0
+    rows = (tmp_path / "report").glob("*/report.csv")
+    text = next(rows).read_text()
+    assert "prc" in text and "dcqcn" in text
+
+
+@pytest.mark.parametrize("args,reason", [
+    (["--step-us", "0"], "--step-us"),
+    (["--cc", "dcqcn,nope"], "nope"),
+])
+def test_bad_sim_input_exits_2_and_leaves_nothing(tmp_path, args, reason):
+    line = cli_rejects(["sim", str(TRAINING), *args], tmp_path, state_dir=False)
+    assert reason in line
+
+
+def test_sim_refuses_a_flows_scenario(tmp_path):
+    line = cli_rejects(["sim", str(REPO / "examples" / "default.toml")], tmp_path, state_dir=False)
+    assert "[[job]]" in line
