@@ -128,6 +128,20 @@ def _add_sim_args(p: argparse.ArgumentParser) -> None:
     _add_step_arg(p)
 
 
+def _sweep(args) -> int:
+    from experiment.sweep import main
+    return main(args.sweep, args.results, args.seeds, args.scheduler, args.workers)
+
+
+def _add_sweep_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("sweep", help="sweep TOML file: a scenario and a grid of its keys (docs/sim.md)")
+    p.add_argument("--results", default="results", help="results folder (default: ./results)")
+    p.add_argument("--seeds", type=int, help="runs per point (default: the file's)")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler, e.g. tcp://10.0.0.5:8786 "
+                   "(default: a local cluster on this machine's cores)")
+    p.add_argument("--workers", type=int, help="local cluster's worker processes (default: one per core)")
+
+
 def _report(args) -> int:
     from experiment.report import main
     return main(args.results_folders, args.out)
@@ -174,6 +188,8 @@ COMMANDS = {
                 _add_compare_args),
     "sim": ("run a job scenario in the fluid simulator (same plan, CC core, workload and policies)",
             _sim, _add_sim_args),
+    "sweep": ("simulate every point of a grid of scenario keys x seeds on Dask, in one table with "
+              "intervals", _sweep, _add_sweep_args),
     "report": ("a table and plots over comparisons' runs: iteration times, speedups, catch-up, "
                "background share, CNPs", _report, _add_report_args),
     "record-nvml": ("record GPU clocks, throttle reasons and per-process SM use into a progress trace",

@@ -26,6 +26,10 @@ class Controller:
                          procs, {j.name for j in workload.jobs.values() if j.foreground}, workload.slowdowns,
                          {}, {})
         self._observed = {j.name for j in workload.jobs.values() if spec.observe == "all" or j.foreground}
+        self._beside: dict[str, list[int]] = {}        # host -> its processes (a policy's unit: a NIC port)
+        for proc, host in self.view.host_of.items():
+            self._beside.setdefault(host, []).append(proc)
+        self._all = list(self.view.host_of)
         self._planned: dict[int, int] = {}
         self.written: dict[int, tuple[float, float]] = {}
         self.decisions: list[tuple[int, int, float, float, float]] = []   # (t_ns, proc, weight, floor, lag)
@@ -44,7 +48,7 @@ class Controller:
     def _tick(self) -> None:
         if self.workload.finished:
             return
-        self._decide(None)
+        self._decide(None, self._all)
         self._schedule()
 
     def on_event(self, e: ev.Event) -> None:
@@ -60,13 +64,15 @@ class Controller:
         planned = self._planned.get(e.proc)
         if planned:
             v.sent_fraction[e.proc] = 1.0 - e.bytes_remaining / planned
-        self._decide(e.t_ns)
+        # an event changes what is known of its process only, and so the
+        # decisions of the processes sharing its NIC port (w_yield)
+        self._decide(e.t_ns, self._beside[v.host_of[e.proc]])
 
-    def _decide(self, event_ns: int | None) -> None:
+    def _decide(self, event_ns: int | None, procs: list[int]) -> None:
         now = self.workload.transport.now_ns()
         self.view.now_ns = now
-        wanted = self.policy(self.view)
-        for proc in self.view.host_of:
+        wanted = self.policy(self.view, procs)
+        for proc in procs:
             weight, floor = wanted.get(proc, (1.0, 0.0))
             weight = round(weight / WEIGHT_STEP) * WEIGHT_STEP
             if self.written.get(proc, (1.0, 0.0)) != (weight, floor):

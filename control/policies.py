@@ -1,7 +1,8 @@
 """Policies: from what the controller knows of each process to a weight
 and a rate floor per process (weight 1, floor 0 is plain DCQCN). Each
-sees a View and returns {proc: (weight, floor)} for the processes it
-sets; a process it leaves out goes back to plain DCQCN.
+sees a View and the processes to decide for (whole NIC ports: every
+process of each host among them) and returns {proc: (weight, floor)} for
+those it sets; a process it leaves out goes back to plain DCQCN.
 
 - dcqcn: no process input at all.
 - prc: a process transiently late by its own baseline gets weight
@@ -35,46 +36,47 @@ class View:
     sent_fraction: dict[int, float]    # proc -> fraction of its iteration's bytes sent
 
 
-def _yield_beside(view: View, helped: dict[int, tuple[float, float]]) -> dict[int, tuple[float, float]]:
-    """helped, plus w_yield for every other process on a helped one's host."""
+def _yield_beside(view: View, procs, helped: dict[int, tuple[float, float]]) -> dict[int, tuple[float, float]]:
+    """helped, plus w_yield for every other of procs on a helped one's host."""
     if view.spec.w_yield >= 1.0:
         return helped
     hosts = {view.host_of[p] for p in helped}
-    out = {p: (view.spec.w_yield, 0.0) for p, h in view.host_of.items() if h in hosts and p not in helped}
+    out = {p: (view.spec.w_yield, 0.0) for p in procs if view.host_of[p] in hosts and p not in helped}
     out.update(helped)
     return out
 
 
-def dcqcn(view: View) -> dict[int, tuple[float, float]]:
+def dcqcn(view: View, procs) -> dict[int, tuple[float, float]]:
     return {}
 
 
-def prc(view: View) -> dict[int, tuple[float, float]]:
+def prc(view: View, procs) -> dict[int, tuple[float, float]]:
     s = view.spec
     helped = {}
-    for proc in view.host_of:
+    for proc in procs:
         lag = view.lag.late_lag(proc, view.now_ns)
         if lag is not None:
             helped[proc] = (min(s.w_max, 1.0 + s.gain * lag), s.floor)
-    return _yield_beside(view, helped)
+    return _yield_beside(view, procs, helped)
 
 
-def oracle(view: View) -> dict[int, tuple[float, float]]:
+def oracle(view: View, procs) -> dict[int, tuple[float, float]]:
     s = view.spec
     helped = {}
-    for proc, (job, rank) in view.job_of.items():
+    for proc in procs:
+        job = view.job_of[proc][0]
         it = view.iteration.get(proc, -1)
         table = view.slowdowns.get(job)
         if it >= 0 and table and any(it < len(row) and row[it] > 0 for row in table):
             helped[proc] = (s.w_max, s.floor)
-    return _yield_beside(view, helped)
+    return _yield_beside(view, procs, helped)
 
 
-def mltcp(view: View) -> dict[int, tuple[float, float]]:
+def mltcp(view: View, procs) -> dict[int, tuple[float, float]]:
     s = view.spec
     return {proc: (1.0 + (s.w_max - 1.0) * view.sent_fraction.get(proc, 0.0), 0.0)
-            for proc, (job, _rank) in view.job_of.items()
-            if job in view.training and view.iteration.get(proc, -1) >= 0}
+            for proc in procs
+            if view.job_of[proc][0] in view.training and view.iteration.get(proc, -1) >= 0}
 
 
 POLICIES = {"dcqcn": dcqcn, "prc": prc, "oracle": oracle, "mltcp": mltcp}

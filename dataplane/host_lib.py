@@ -3,6 +3,7 @@ cached under build/ by a hash of their sources (a changed header rebuilds)."""
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 from pathlib import Path
 
@@ -20,7 +21,7 @@ def build_shared_library(name: str, sources: list[Path], depends: list[Path] = (
     out = BUILD_DIR / f"lib{name}-{digest}.so"
     if not out.exists():
         BUILD_DIR.mkdir(exist_ok=True)
-        tmp = out.with_suffix(f".{id(out)}.tmp")     # concurrent builders do not collide
+        tmp = out.with_suffix(f".{os.getpid()}.tmp")     # concurrent builders (sweep workers) do not collide
         subprocess.run(["cc", *CFLAGS, "-o", str(tmp), *map(str, sources)], check=True)
         tmp.rename(out)
     return out

@@ -209,10 +209,11 @@ def main(plan_path: str, results_root: str, state_dir: str | None, runs: int | N
             check_step(step_us)
         if runs is not None and not 1 <= runs <= MAX_RUNS:
             raise ScenarioError(f"--runs (run --seeds) must be in 1..{MAX_RUNS}, got {runs}")
+        live = step_us is None
         if policies:
-            plan = policy_plan(plan_path, policies, runs or DEFAULT_RUNS)
+            plan = policy_plan(plan_path, policies, runs or DEFAULT_RUNS, live)
         else:
-            plan = load_plan(plan_path)
+            plan = load_plan(plan_path, live)
             plan = dataclasses.replace(plan, runs=runs) if runs is not None else plan
     except ScenarioError as exc:
         print(f"prc-emu: plan error: {exc}", file=sys.stderr)

@@ -9,14 +9,13 @@ from pathlib import Path
 
 from experiment.results import ResultsWriter, versions
 
-MIN_STEP_US, MAX_STEP_US = 0.01, 100.0
-
 
 def check_step(step_us: float) -> None:
     from scenario.spec import ScenarioError
-    if not MIN_STEP_US <= step_us <= MAX_STEP_US:
-        raise ScenarioError(f"--step-us must be within {MIN_STEP_US:g}..{MAX_STEP_US:g} datacenter us, "
-                            f"got {step_us:g}")
+    from scenario.sweep import STEP_US_RANGE
+    low, high = STEP_US_RANGE
+    if not low <= step_us <= high:
+        raise ScenarioError(f"--step-us must be within {low:g}..{high:g} datacenter us, got {step_us:g}")
 
 
 def in_simulator(scenario, scenario_path: str, results_root, step_us: float, progress=None):
@@ -42,7 +41,7 @@ def main(scenario_path: str, results_root: str, step_us: float) -> int:
 
     try:
         check_step(step_us)
-        scenario = load_scenario(scenario_path)
+        scenario = load_scenario(scenario_path, live=False)
         if not scenario.jobs:
             raise ScenarioError("the simulator runs [[job]] tables; this scenario has [traffic] flows")
     except ScenarioError as exc:

@@ -27,6 +27,7 @@ class Variant:
     name: str
     about: str
     data: dict              # the scenario's TOML tables with the variant applied (seed of run 0)
+    live: bool = True       # checked for a live run (False: the simulator's)
 
     def scenario(self, run: int) -> Scenario:
         """The variant's scenario for run `run`: every job's seed moved on
@@ -34,7 +35,7 @@ class Variant:
         data = copy.deepcopy(self.data)
         for job in data.get("job", []):
             job["seed"] = job.get("seed", 1) + run
-        return parse_scenario(data)
+        return parse_scenario(data, self.live)
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,9 @@ def apply_variant(data: dict, where: str, table: dict) -> dict:
     return out
 
 
-def parse_plan(data: dict, base: Path) -> Plan:
-    """A plan's tables; its scenario path is relative to folder `base`."""
+def parse_plan(data: dict, base: Path, live: bool = True) -> Plan:
+    """A plan's tables; its scenario path is relative to folder `base`;
+    live: its scenarios are checked for a live run."""
     check_table("", data, _PLAN_KEYS)
     if not isinstance(data.get("scenario"), str):
         _fail("scenario", "the scenario file to vary is required (a path relative to the plan)")
@@ -115,7 +117,7 @@ def parse_plan(data: dict, base: Path) -> Plan:
             _fail(f"{where}.name", f"{name!r} must be 1-32 of [a-z0-9_-], starting with a letter")
         if any(v.name == name for v in variants):
             _fail(f"{where}.name", f"duplicate variant name {name!r}")
-        variant = Variant(name, str(table.get("about", "")), apply_variant(scenario, where, table))
+        variant = Variant(name, str(table.get("about", "")), apply_variant(scenario, where, table), live)
         try:
             variant.scenario(0)
         except ScenarioError as exc:
@@ -124,13 +126,13 @@ def parse_plan(data: dict, base: Path) -> Plan:
     return Plan(str(data.get("name", path.stem)), path, runs, tuple(variants))
 
 
-def load_plan(path: str | Path) -> Plan:
-    return parse_plan(read_toml(path), Path(path).parent)
+def load_plan(path: str | Path, live: bool = True) -> Plan:
+    return parse_plan(read_toml(path), Path(path).parent, live)
 
 
-def policy_plan(scenario_path: str | Path, policies: list[str], runs: int) -> Plan:
+def policy_plan(scenario_path: str | Path, policies: list[str], runs: int, live: bool = True) -> Plan:
     """A plan of one scenario under each of `policies` ([control] policy),
     the scenario's other [control] keys kept."""
     path = Path(scenario_path)
     variants = [{"name": p, "about": f"[control] policy = {p!r}", "control": {"policy": p}} for p in policies]
-    return parse_plan({"scenario": path.name, "runs": runs, "variant": variants}, path.parent)
+    return parse_plan({"scenario": path.name, "runs": runs, "variant": variants}, path.parent, live)

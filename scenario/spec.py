@@ -14,7 +14,7 @@ from pathlib import Path
 
 from scenario.errors import ScenarioError, fail as _fail
 from scenario.control import ControlSpec, parse_control
-from scenario.job import JobSpec, parse_jobs
+from scenario.job import JobSpec, check_live_jobs, parse_jobs
 from scenario.live import LIVE_TABLES, LiveCC, TrafficSpec, parse_live
 
 NATIVE_XDP_MAX_MTU = 3506   # veth refuses native XDP above this peer MTU (4 KiB pages)
@@ -127,7 +127,9 @@ def _host_names(value, key="topology.hosts") -> tuple[str, ...]:
     return tuple(value)
 
 
-def parse_scenario(data: dict) -> Scenario:
+def parse_scenario(data: dict, live: bool = True) -> Scenario:
+    """live: also check what only a live run limits (the simulator's
+    scenarios skip those checks)."""
     top = {k: v for k, v in data.items()
            if (k not in _SCHEMA or k == "") and k not in LIVE_TABLES and k not in ("job", "control")}
     general = _typed(top, "")
@@ -184,9 +186,6 @@ def parse_scenario(data: dict) -> Scenario:
     mtu = links["mtu_bytes"]
     if not MIN_MTU <= mtu <= VETH_MAX_MTU:
         _fail("links.mtu_bytes", f"must be {MIN_MTU}..{VETH_MAX_MTU} (the veth maximum), got {mtu}")
-    if emu["xdp_mode"] == "native" and mtu > NATIVE_XDP_MAX_MTU:
-        _fail("links.mtu_bytes", f"{mtu} is above {NATIVE_XDP_MAX_MTU}, the largest veth MTU native "
-              "XDP attaches at here; use xdp_mode = \"generic\" or RoCE MTU 2048")
 
     scenario = Scenario(
         name=general["name"], kind=kind, hosts=hosts, leaves=leaves, spines=spines,
@@ -194,20 +193,32 @@ def parse_scenario(data: dict) -> Scenario:
         delay_ns=links["delay_ns"], mtu_bytes=mtu, buffer_bytes=links["buffer_bytes"],
         dilation=float(emu["dilation"]), xdp_mode=emu["xdp_mode"], delay_method=emu["delay_method"],
         pacer=emu["pacer"])
-    for key, rate_gbps in (("links.rate_gbps", scenario.rate_gbps),
-                           ("topology.oversubscription", scenario.fabric_rate_gbps)):
-        live = rate_gbps * 1e9 / scenario.dilation
-        if not MIN_LIVE_RATE_BPS <= live <= MAX_LIVE_RATE_BPS:
-            _fail(key, f"the live rate ({live / 1e6:.3g} Mbit/s after dilation "
-                  f"{scenario.dilation:g}) must be within 1 Mbit/s..40 Gbit/s")
+    if live:
+        _check_live(scenario)
     live_cc, traffic = parse_live(data, hosts, scenario.rate_gbps, mtu)
     jobs = parse_jobs(data.get("job", []), hosts)
+    if live:
+        check_live_jobs(jobs)
     if jobs and "traffic" in data:
         _fail("traffic", "a scenario has [traffic] flows or [[job]] tables, not both")
     control = parse_control(data.get("control", {}))
     if "control" in data and not jobs:
         _fail("control", "a policy needs processes: [control] goes with [[job]] tables")
     return dataclasses.replace(scenario, live=live_cc, traffic=traffic, jobs=jobs, control=control)
+
+
+def _check_live(scenario: Scenario) -> None:
+    """What only the live testbed limits: the rates a veth carries after
+    dilation, and the MTU native XDP attaches at."""
+    if scenario.xdp_mode == "native" and scenario.mtu_bytes > NATIVE_XDP_MAX_MTU:
+        _fail("links.mtu_bytes", f"{scenario.mtu_bytes} is above {NATIVE_XDP_MAX_MTU}, the largest veth MTU native "
+              "XDP attaches at here; use xdp_mode = \"generic\" or RoCE MTU 2048")
+    for key, rate_gbps in (("links.rate_gbps", scenario.rate_gbps),
+                           ("topology.oversubscription", scenario.fabric_rate_gbps)):
+        live = rate_gbps * 1e9 / scenario.dilation
+        if not MIN_LIVE_RATE_BPS <= live <= MAX_LIVE_RATE_BPS:
+            _fail(key, f"the live rate ({live / 1e6:.3g} Mbit/s after dilation "
+                  f"{scenario.dilation:g}) must be within 1 Mbit/s..40 Gbit/s")
 
 
 def read_toml(path: str | Path) -> dict:
@@ -237,5 +248,5 @@ def read_scenario(path: str | Path) -> dict:
     return data
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    return parse_scenario(read_scenario(path))
+def load_scenario(path: str | Path, live: bool = True) -> Scenario:
+    return parse_scenario(read_scenario(path), live)

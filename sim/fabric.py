@@ -15,10 +15,23 @@ class Fabric:
         RED/ECN and pause settings)."""
         self.plan = plan
         sc = plan.scenario
-        ports = [p for node in plan.switches for p in plan.ports(node)]
-        self.index = {p.ifindex: i for i, p in enumerate(ports)}
-        self.names = [f"{p.node}:{plan.peer(p).node}" for p in ports]
-        self.bytes_per_ns = np.array([p.rate_bps / 8e9 for p in ports])
+        switches = set(plan.switches)
+        ends = [(port, peer) for link in plan.links for port, peer in ((link.a, link.b), (link.b, link.a))
+                if port.node in switches]
+        self.names = [f"{port.node}:{peer.node}" for port, peer in ends]
+        self.bytes_per_ns = np.array([port.rate_bps / 8e9 for port, _peer in ends])
+        # the lookups a path needs, made once (the plan's own scan every link)
+        leaves = set(plan.host_switch.values())
+        self._last_hop: dict[str, int] = {}                   # host -> the port facing it
+        self._uplinks: dict[str, list[tuple[int, str]]] = {}  # leaf -> [(port, spine)]
+        self._down: dict[tuple[str, str], int] = {}           # (spine, leaf) -> port
+        for i, (port, peer) in enumerate(ends):
+            if peer.node not in switches:
+                self._last_hop[peer.node] = i
+            elif port.node in leaves:
+                self._uplinks.setdefault(port.node, []).append((i, peer.node))
+            else:
+                self._down[port.node, peer.node] = i
         red = live.red
         headroom = plan.pfc_headroom_bytes()
         self.buffer = float(sc.buffer_bytes)
@@ -34,16 +47,12 @@ class Fabric:
         """The ports a connection src -> dst crosses, in order. Across
         leaves, ECMP picks one spine per connection by a hash of `flow`
         (stable from run to run, as a switch's hash of the 5-tuple is)."""
-        plan = self.plan
-        last = plan.peer(plan.ports(dst)[0])
-        src_leaf, dst_leaf = plan.host_switch[src], plan.host_switch[dst]
+        src_leaf, dst_leaf = self.plan.host_switch[src], self.plan.host_switch[dst]
         if src_leaf == dst_leaf:
-            return [self.index[last.ifindex]]
-        uplinks = [p for p in plan.ports(src_leaf) if p.faces == "switch"]
-        up = uplinks[zlib.crc32(repr(flow).encode()) % len(uplinks)]
-        spine = plan.peer(up).node
-        down = plan.port_towards(spine, dst_leaf)
-        return [self.index[p.ifindex] for p in (up, down, last)]
+            return [self._last_hop[dst]]
+        uplinks = self._uplinks[src_leaf]
+        up, spine = uplinks[zlib.crc32(repr(flow).encode()) % len(uplinks)]
+        return [up, self._down[spine, dst_leaf], self._last_hop[dst]]
 
     def red_probability(self, queue: np.ndarray) -> np.ndarray:
         """RED's marking probability for each queue (bpf/include/red.h):

@@ -41,6 +41,8 @@ def weighted_shares(group: np.ndarray, weight: np.ndarray, demand: np.ndarray, c
     """Weighted max-min shares of `capacity` per group: each member gets
     at most its demand, the rest is split in proportion to weight among
     those wanting more (water-filling, one round per level reached)."""
+    if (np.bincount(group, demand, minlength=groups) <= capacity).all():
+        return demand.copy()                     # no port oversubscribed: each gets what it asks
     alloc = np.zeros(len(demand))
     want = demand > 0
     left = np.full(groups, float(capacity))
@@ -92,11 +94,13 @@ class FluidNetwork:
         self.qps: list[deque] = []                      # per QP: its messages (end offset, on_sent, on_received)
         self._host_ids: dict[str, int] = {}
         self.fresh_starts = 0
+        self.cc_events = 0                           # events the CC core took
         for name in self._FLOAT:
             setattr(self, name, np.empty(0))
         for name in self._INT + ("hop_qp", "hop_port"):
             setattr(self, name, np.empty(0, np.int64))
         self.states = np.zeros(0, STATE_DTYPE)
+        self._new_rows: list[dict] = []            # connections not yet in the arrays
 
     # -- connections and messages
     _FLOAT = ("posted", "sent", "head_end", "carry", "cnp_due", "last_cnp", "visible_floor", "ce_packets",
@@ -115,14 +119,25 @@ class FluidNetwork:
                "host": host, "proc": proc, "cnps": 0, "messages": 0}
         path = self.fabric.path(src, dst, flow)
         row.update(hop_qp=[qp] * len(path), hop_port=path)
-        for name, value in row.items():      # connections are made before the clock starts: appending is cheap enough
-            setattr(self, name, np.append(getattr(self, name), value))
-        states = np.zeros(qp + 1, STATE_DTYPE)     # (concatenating loses the C struct's dtype)
-        states[:qp] = self.states
-        self.states = states
+        self._new_rows.append(row)
         return qp
 
+    def _take_new_rows(self) -> None:
+        """Append the connections made since the last call to the arrays,
+        all at once."""
+        rows, self._new_rows = self._new_rows, []
+        if not rows:
+            return
+        for name in rows[0]:
+            values = [v for row in rows for v in (row[name] if isinstance(row[name], list) else [row[name]])]
+            column = getattr(self, name)
+            setattr(self, name, np.concatenate([column, np.asarray(values, column.dtype)]))
+        states = np.zeros(len(self.qps), STATE_DTYPE)     # (concatenating loses the C struct's dtype)
+        states[:len(self.states)] = self.states
+        self.states = states
+
     def post(self, qp: int, nbytes: int, fresh: bool, on_sent, on_received) -> None:
+        self._take_new_rows()
         if fresh and self.posted[qp] <= self.sent[qp]:
             self.states[qp] = np.zeros(1, STATE_DTYPE)[0]      # the core starts a zeroed record at line rate
             self.fresh_starts += 1
@@ -132,6 +147,7 @@ class FluidNetwork:
             self.head_end[qp] = self.posted[qp]
 
     def busy(self) -> bool:
+        self._take_new_rows()
         return bool((self.posted > self.sent).any())
 
     # -- time
@@ -216,6 +232,7 @@ class FluidNetwork:
         events["hook"]["rate_cap"] = self.hooks.cap[procs]
         self.cnp_due[cnp] = NEVER
         self.cc.apply_indexed(self.params, self.states, events, qp)
+        self.cc_events += len(qp)
 
     def _complete(self, moved: np.ndarray, t: float, dt: float, delay: np.ndarray, clock) -> None:
         before = self.sent.copy()
@@ -240,4 +257,5 @@ class FluidNetwork:
 
     def delivered_by_proc(self, procs: int) -> np.ndarray:
         """Payload bytes each process's QPs have sent."""
+        self._take_new_rows()
         return np.bincount(self.proc, self.sent, minlength=procs)

@@ -51,8 +51,7 @@ def run_sim(scenario, step_us: float = DEFAULT_STEP_US, limit_s: float = 600.0, 
         if src.host != dst.host:
             transport.connect(src, dst)
     result.procs = workload.procs()
-    sampled_procs = sorted({network.proc[q] for q in transport.qps().values()})
-    result.proc_bytes = {int(p): [] for p in sampled_procs}
+    result.proc_bytes = {p: [] for p in sorted({src for src, _dst in transport.qps()})}
     result.queue_bytes = {name: [] for name in network.fabric.names}
 
     def sample() -> None:
@@ -85,5 +84,6 @@ def run_sim(scenario, step_us: float = DEFAULT_STEP_US, limit_s: float = 600.0, 
                                 "timeouts": 0, "naks": 0, "cnps": int(network.cnps[qp]),
                                 "ce_packets": int(round(network.ce_packets[qp]))})
     result.simulator = {"step_us": step_us, "steps": transport.steps, "qps": len(network.qps),
+                        "cc_events": network.cc_events,
                   "simulated_s": transport.now_ns() / 1e9}
     return result

@@ -122,8 +122,12 @@ class Plan:
         a real fabric), plus a frame being sent at each end. Datacenter
         units; dilation scales rate and delay inversely, so live the same."""
         sc = self.scenario
-        links = max((self.kind.links_one_way(self, a, b) for a in self.hosts for b in self.hosts if a != b),
-                    default=1)
+        racks: dict[str, list[str]] = {}
+        for host in self.hosts:
+            racks.setdefault(self.host_switch[host], []).append(host)
+        # a path's links depend on its ends' switches only: two hosts per switch stand for all
+        sample = [h for hosts in racks.values() for h in hosts[:2]]
+        links = max((self.kind.links_one_way(self, a, b) for a in sample for b in sample if a != b), default=1)
         per_link = sc.rate_gbps * sc.delay_ns / 8          # Gbit/s x ns = bits
         return int(2 * links * per_link + 2 * (sc.mtu_bytes + 14))
 

@@ -85,6 +85,11 @@ def test_iterations_late_in_communication_only_never_make_a_process_persistent()
     assert tracker.late(0, int((t + 95) * MS))
 
 
+def _policy(name, procs=(0, 1, 2)):
+    """The policy deciding for procs (every process of the view by default)."""
+    return lambda view: POLICIES[name](view, list(procs))
+
+
 def _view(spec, tracker, now_ms, slowdowns=None, iteration=None, sent=None):
     return View(spec, tracker, int(now_ms * MS), {0: "h0", 1: "h1", 2: "h0"},
                 {0: ("train", 0), 1: ("train", 1), 2: ("bg", 0)}, {"train"},
@@ -99,24 +104,27 @@ def test_prc_helps_the_late_process_by_its_lag_and_its_nic_neighbour_yields():
         t = _iteration(tracker, 0, it, t)
         _iteration(tracker, 1, it, t - 110)
     tracker.observe(ev.Event(int(t * MS), "j", 0, 0, 3, ev.ITERATION_START))
-    got = POLICIES["prc"](_view(spec, tracker, t + 91))
+    got = _policy("prc")(_view(spec, tracker, t + 91))
     assert got[0] == (pytest.approx(1 + 10 * 11 / 110, rel=0.01), 0.3)
     assert got[2] == (0.5, 0.0) and 1 not in got          # bg shares h0 with the late rank; rank 1 is elsewhere
-    assert POLICIES["prc"](_view(spec, tracker, t + 200))[0][0] == 4.0      # capped at w_max
-    assert POLICIES["dcqcn"](_view(spec, tracker, t + 91)) == {}
+    assert _policy("prc")(_view(spec, tracker, t + 200))[0][0] == 4.0      # capped at w_max
+    # deciding for h1's process alone (an event of rank 1) leaves h0's decisions out
+    assert _policy("prc", [1])(_view(spec, tracker, t + 91)) == {}
+    assert _policy("prc", [0, 2])(_view(spec, tracker, t + 91)) == got
+    assert _policy("dcqcn")(_view(spec, tracker, t + 91)) == {}
 
 
 def test_oracle_helps_every_rank_of_the_job_in_the_straggler_iteration_only():
     spec = ControlSpec(policy="oracle", w_max=4.0)
     table = {"train": [[0.0, 0.0, 0.0], [0.0, 0.5, 0.0]]}
     tracker = LagTracker(window=5, late_threshold=0.05)
-    assert POLICIES["oracle"](_view(spec, tracker, 0, table, {0: 1, 1: 1, 2: 1})) == {0: (4.0, 0.0), 1: (4.0, 0.0)}
-    assert POLICIES["oracle"](_view(spec, tracker, 0, table, {0: 2, 1: 2, 2: 1})) == {}
+    assert _policy("oracle")(_view(spec, tracker, 0, table, {0: 1, 1: 1, 2: 1})) == {0: (4.0, 0.0), 1: (4.0, 0.0)}
+    assert _policy("oracle")(_view(spec, tracker, 0, table, {0: 2, 1: 2, 2: 1})) == {}
 
 
 def test_mltcp_weight_grows_with_the_bytes_sent():
     spec = ControlSpec(policy="mltcp", w_max=4.0)
-    got = POLICIES["mltcp"](_view(spec, LagTracker(5, 0.05), 0, iteration={0: 1, 1: 1, 2: 1},
+    got = _policy("mltcp")(_view(spec, LagTracker(5, 0.05), 0, iteration={0: 1, 1: 1, 2: 1},
                                   sent={0: 0.0, 1: 0.5, 2: 0.9}))
     assert got == {0: (1.0, 0.0), 1: (2.5, 0.0)}           # bg is not a training job
 

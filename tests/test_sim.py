@@ -197,3 +197,17 @@ def test_bad_sim_input_exits_2_and_leaves_nothing(tmp_path, args, reason):
 def test_sim_refuses_a_flows_scenario(tmp_path):
     line = cli_rejects(["sim", str(REPO / "examples" / "default.toml")], tmp_path, state_dir=False)
     assert "[[job]]" in line
+
+
+def test_live_only_limits_do_not_bind_the_simulator():
+    from scenario.spec import ScenarioError
+    data = {"topology": {"kind": "leaf-spine", "hosts": 300, "leaves": 4, "spines": 2},
+            "emulation": {"dilation": 1},                               # 100 Gbit/s on a veth: live only
+            "job": [{"name": "train", "pp": 3, "dp": 100, "model": {"forward_us": 10, "activation_bytes": 1000,
+                                                                    "gradient_bytes": 100_000}}]}
+    sc = parse_scenario(data, live=False)
+    assert sc.jobs[0].ranks == 300 and sc.dilation == 1
+    with pytest.raises(ScenarioError, match="live rate"):
+        parse_scenario(data)
+    with pytest.raises(ScenarioError, match="256 ranks live"):
+        parse_scenario({**data, "emulation": {"dilation": 100}})

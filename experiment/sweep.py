@@ -1,0 +1,156 @@
+"""`prc-emu sweep SWEEP`: every point of a sweep's grid (scenario.sweep),
+each seed, simulated as one Dask task: on a LocalCluster of this
+machine's cores by default, on a running cluster with --scheduler.
+Results in one folder: sweep.csv (a row per run: the grid's values, the
+seed, the report's metrics), sweep.json (per point: mean and 95%
+interval over seeds of each metric, and where the grid has
+control.policy, the speedup against the dcqcn point of the same other
+values, paired by seed)."""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+from experiment.compare import interval, run_metrics
+from experiment.results import ResultsWriter, versions
+
+FABRIC_METRICS = ("cnps", "ecn_marked_packets", "pauses", "tail_drops")
+SPEEDUP_METRICS = ("straggler_iteration_ms", "iteration_mean_ms")
+POLICY_KEY = "control.policy"
+
+
+def simulate(data: dict, seed: int, step_us: float) -> dict:
+    """One run (in a worker): the metrics of a point's scenario at a seed."""
+    from experiment import workload_report
+    from scenario.sweep import Point
+    from sim.run import run_sim
+
+    scenario = Point({}, data).scenario(seed)
+    result = run_sim(scenario, step_us)
+    summary = workload_report.summarize(result, scenario, workload_report.job_iterations(result, scenario))
+    metrics = run_metrics(summary)
+    metrics.update({f"fabric:{k}": summary[k] for k in FABRIC_METRICS})
+    return {"finished": summary["finished"], "metrics": metrics, "wall_s": result.wall_s,
+            "steps": result.simulator["steps"]}
+
+
+def speedups(rows: list[dict], keys: tuple[str, ...]) -> dict[int, dict[str, dict]]:
+    """point -> JOB:METRIC -> interval over seeds of base / point - 1,
+    the base being the point with the same values but policy dcqcn."""
+    if POLICY_KEY not in keys:
+        return {}
+    others = [k for k in keys if k != POLICY_KEY]
+    by_key = {(r["point"], r["seed"]): r for r in rows}
+    values = {r["point"]: r["values"] for r in rows}
+    base_of = {}
+    for p, v in values.items():
+        for q, w in values.items():
+            if w[POLICY_KEY] == "dcqcn" and all(w[k] == v[k] for k in others) and p != q:
+                base_of[p] = q
+    out: dict[int, dict[str, list[float]]] = {}
+    for (p, seed), row in by_key.items():
+        base = by_key.get((base_of.get(p), seed))
+        if base is None:
+            continue
+        for key, value in row["metrics"].items():
+            if key.split(":", 1)[1] in SPEEDUP_METRICS and base["metrics"].get(key) and value:
+                out.setdefault(p, {}).setdefault(key, []).append(base["metrics"][key] / value - 1)
+    return {p: {k: interval(v) for k, v in metrics.items()} for p, metrics in out.items()}
+
+
+def _client(scheduler: str | None, workers: int):
+    from dask.distributed import Client, LocalCluster
+
+    if scheduler:
+        return Client(scheduler, timeout="10s")
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                           silence_logs=logging.ERROR)
+    return Client(cluster)
+
+
+def run_sweep(sweep, client, progress=print) -> list[dict]:
+    """Every point x seed as a task on client: rows in point, seed order."""
+    from dask.distributed import as_completed
+
+    tasks = {}
+    for p, point in enumerate(sweep.points):
+        for seed in range(sweep.seeds):
+            future = client.submit(simulate, point.data, seed, sweep.step_us, pure=False)
+            tasks[future] = (p, seed)
+    rows = []
+    for done, future in enumerate(as_completed(tasks), 1):
+        p, seed = tasks[future]
+        rows.append({"point": p, "seed": seed, "values": sweep.points[p].values, **future.result()})
+        progress(f"\r  runs {done}/{len(tasks)}", end="", flush=True)
+    progress("")
+    return sorted(rows, key=lambda r: (r["point"], r["seed"]))
+
+
+def _cell(stat: dict | None, scale: float = 1.0, unit: str = "") -> str:
+    if not stat or not stat.get("n"):
+        return "-"
+    if stat["lo"] is None:
+        return f"{stat['mean'] * scale:.2f}{unit}"
+    return f"{stat['mean'] * scale:+.1f}{unit} [{stat['lo'] * scale:+.1f}, {stat['hi'] * scale:+.1f}]" if unit \
+        else f"{stat['mean'] * scale:.2f} [{stat['lo'] * scale:.2f}, {stat['hi'] * scale:.2f}]"
+
+
+def table(sweep, stats: dict, gains: dict) -> str:
+    lines = []
+    width = max(len(p.label) for p in sweep.points) if sweep.points else 5
+    for p, point in enumerate(sweep.points):
+        mine = stats.get(p, {})
+        for key in sorted(k for k in mine if k.split(":", 1)[1] in SPEEDUP_METRICS):
+            gain = gains.get(p, {}).get(key)
+            lines.append(f"  {point.label or '(scenario)':<{width}}  {key:<32} {_cell(mine[key])} ms"
+                         + (f"   speedup vs dcqcn {_cell(gain, 100, '%')}" if gain else ""))
+    return "\n".join(lines)
+
+
+def main(sweep_path: str, results_root: str, seeds: int | None, scheduler: str | None, workers: int | None) -> int:
+    from scenario.spec import ScenarioError
+    from scenario.sweep import load_sweep
+
+    try:
+        sweep = load_sweep(sweep_path, seeds)
+        if workers is not None and not 1 <= workers <= 256:
+            raise ScenarioError(f"--workers must be 1..256, got {workers}")
+    except ScenarioError as exc:
+        print(f"prc-emu: sweep error: {exc}", file=sys.stderr)
+        return 2
+    workers = workers or min(os.cpu_count() or 1, len(sweep.points) * sweep.seeds)
+    print(f"sweep {sweep.name}: {len(sweep.points)} points x {sweep.seeds} seeds in the simulator "
+          f"(step {sweep.step_us:g} us) on " + (scheduler or f"a local cluster of {workers} workers"), flush=True)
+    started = time.perf_counter()
+    try:
+        with _client(scheduler, workers) as client:
+            rows = run_sweep(sweep, client)
+    except OSError as exc:            # no scheduler at that address
+        print(f"prc-emu: cannot reach the Dask scheduler {scheduler}: {exc}", file=sys.stderr)
+        return 1
+    grouped: dict[int, dict[str, list[float]]] = {}
+    for r in rows:
+        for key, value in r["metrics"].items():
+            grouped.setdefault(r["point"], {}).setdefault(key, []).append(value)
+    stats = {p: {k: interval(v) for k, v in metrics.items()} for p, metrics in grouped.items()}
+    gains = speedups(rows, sweep.keys)
+    keys = sorted({k for r in rows for k in r["metrics"]})
+    sweep_id = f"sweep-{time.strftime('%Y%m%d-%H%M%S')}"
+    with ResultsWriter(Path(results_root), sweep_id) as out:
+        out.csv("sweep.csv", ["point", *sweep.keys, "seed", "finished", "wall_s", *keys],
+                ([r["point"], *(r["values"][k] for k in sweep.keys), r["seed"], r["finished"], f"{r['wall_s']:.2f}",
+                  *(r["metrics"].get(k, "") for k in keys)] for r in rows))
+        out.json("sweep.json", {"sweep": sweep_path, "name": sweep.name, "scenario": str(sweep.scenario_path),
+                                "grid": list(sweep.keys), "seeds": sweep.seeds, "step_us": sweep.step_us,
+                                "scheduler": scheduler or f"local cluster, {workers} workers",
+                                "points": [{"values": pt.values, "stats": stats.get(p, {}),
+                                            "speedup_vs_dcqcn": gains.get(p, {})}
+                                           for p, pt in enumerate(sweep.points)],
+                                "rows": rows, "wall_s": time.perf_counter() - started, "versions": versions(),
+                                "seeds_note": "seed s adds s to every job's seed, at every point"})
+    print(table(sweep, stats, gains))
+    print(f"results: {Path(results_root) / sweep_id}  ({time.perf_counter() - started:.1f} s)")
+    return 0 if all(r["finished"] for r in rows) else 3
