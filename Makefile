@@ -25,6 +25,7 @@ bench: bootstrap
 	$(PY) benchmarks/engine_bench.py
 	$(PY) benchmarks/completion_bench.py
 	$(PY) benchmarks/control_bench.py
+	$(PY) benchmarks/sim_bench.py
 
 clean-venv:
 	rm -rf $(VENV)

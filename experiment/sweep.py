@@ -5,7 +5,9 @@ Results in one folder: sweep.csv (a row per run: the grid's values, the
 seed, the report's metrics), sweep.json (per point: mean and 95%
 interval over seeds of each metric, and where the grid has
 control.policy, the speedup against the dcqcn point of the same other
-values, paired by seed)."""
+values, paired by seed). With several training jobs, `training:`
+metrics pool them (the mean over the jobs that have the metric), and the
+table shows those."""
 from __future__ import annotations
 
 import logging
@@ -20,6 +22,7 @@ from experiment.results import ResultsWriter, versions
 FABRIC_METRICS = ("cnps", "ecn_marked_packets", "pauses", "tail_drops")
 SPEEDUP_METRICS = ("straggler_iteration_ms", "iteration_mean_ms")
 POLICY_KEY = "control.policy"
+POOLED = "training"            # the pooled metrics' job name
 
 
 def simulate(data: dict, seed: int, step_us: float) -> dict:
@@ -32,9 +35,22 @@ def simulate(data: dict, seed: int, step_us: float) -> dict:
     result = run_sim(scenario, step_us)
     summary = workload_report.summarize(result, scenario, workload_report.job_iterations(result, scenario))
     metrics = run_metrics(summary)
+    metrics.update(pooled(metrics))
     metrics.update({f"fabric:{k}": summary[k] for k in FABRIC_METRICS})
     return {"finished": summary["finished"], "metrics": metrics, "wall_s": result.wall_s,
             "steps": result.simulator["steps"]}
+
+
+def pooled(metrics: dict[str, float]) -> dict[str, float]:
+    """Over several training jobs, each speedup metric averaged over the
+    jobs that have it, as `training:METRIC` (the same jobs straggle under
+    every policy: their seeds are the point's)."""
+    out = {}
+    for name in SPEEDUP_METRICS:
+        values = [v for k, v in metrics.items() if k.split(":", 1)[1] == name]
+        if len(values) > 1:
+            out[f"{POOLED}:{name}"] = sum(values) / len(values)
+    return out
 
 
 def speedups(rows: list[dict], keys: tuple[str, ...]) -> dict[int, dict[str, dict]]:
@@ -103,7 +119,10 @@ def table(sweep, stats: dict, gains: dict) -> str:
     width = max(len(p.label) for p in sweep.points) if sweep.points else 5
     for p, point in enumerate(sweep.points):
         mine = stats.get(p, {})
-        for key in sorted(k for k in mine if k.split(":", 1)[1] in SPEEDUP_METRICS):
+        shown = sorted(k for k in mine if k.split(":", 1)[1] in SPEEDUP_METRICS)
+        if any(k.startswith(POOLED + ":") for k in shown):       # many jobs: their pooled rows only
+            shown = [k for k in shown if k.startswith(POOLED + ":")]
+        for key in shown:
             gain = gains.get(p, {}).get(key)
             lines.append(f"  {point.label or '(scenario)':<{width}}  {key:<32} {_cell(mine[key])} ms"
                          + (f"   speedup vs dcqcn {_cell(gain, 100, '%')}" if gain else ""))

@@ -10,6 +10,7 @@ from workload import events as ev
 from workload.stats import extra_compute, iterations, percentile, rate_during, summarize_job
 
 TIMELINE_PLOT = "timeline.png"
+MAX_LANES = 64                  # ranks drawn in the timeline plot
 EVENT_COLUMNS = ["time_ms", "job", "rank", "proc", "iteration", "event", "detail", "bytes_remaining"]
 ITERATION_COLUMNS = ["job", "iteration", "start_ms", "end_ms", "duration_ms", "extra_compute_ms",
                      "comm_start_ms", "comm_end_ms"]
@@ -136,28 +137,31 @@ def plot_timeline(result, scenario, path: Path) -> None:
     if not result.events:
         return
     t0 = result.events[0].t_ns
-    lanes = sorted({(e.job, e.rank) for e in result.events}, key=lambda k: (k[0], k[1]))
+    ranks = sorted({(e.job, e.rank) for e in result.events}, key=lambda k: (k[0], k[1]))
+    lanes = ranks[:MAX_LANES]               # thousands of lanes would be neither drawable nor readable
     row = {k: i for i, k in enumerate(lanes)}
+    events = [e for e in result.events if (e.job, e.rank) in row] if len(ranks) > MAX_LANES else result.events
     fig, ax = plt.subplots(figsize=(11, 1.2 + 0.35 * len(lanes)))
     for (kinds, color, label) in (((ev.COMPUTE_START, ev.COMPUTE_END), "tab:green", "compute"),
                                   ((ev.STEP_START, ev.STEP_END), "tab:blue", "communication"),
                                   ((ev.WAIT_START, ev.WAIT_END), "tab:orange", "waiting")):
         first = True
-        for key, spans in _intervals(result.events, *kinds).items():
+        for key, spans in _intervals(events, *kinds).items():
             ax.broken_barh([((a - t0) / 1e6, (b - a) / 1e6) for a, b in spans], (row[key] - 0.4, 0.8),
                            color=color, label=label if first else None)
             first = False
     first_start = {}
-    for e in result.events:
+    for e in events:
         if e.kind == ev.ITERATION_START:
             first_start.setdefault((e.job, e.rank, e.iteration), e.t_ns)
     for job in scenario.jobs:
         for r, it in extra_compute(result.events, job, scenario.dilation):
-            if (job.name, r, it) in first_start:
+            if (job.name, r, it) in first_start and (job.name, r) in row:
                 ax.plot((first_start[job.name, r, it] - t0) / 1e6, row[job.name, r], marker="v", color="tab:red")
     ax.set_yticks(range(len(lanes)), [f"{j} r{r}" for j, r in lanes])
     ax.set_xlabel("time (ms, live)")
-    ax.set_title(f"{scenario.name}: ranks' phases (red marks: straggler iterations)")
+    shown = f" (the first {len(lanes)} of {len(ranks)} ranks)" if len(ranks) > len(lanes) else ""
+    ax.set_title(f"{scenario.name}: ranks' phases{shown} (red marks: straggler iterations)")
     ax.legend(loc="upper right", fontsize=8, ncol=3)
     ax.invert_yaxis()
     fig.tight_layout()

@@ -24,7 +24,8 @@ MIN_LIVE_RATE_BPS = 1e6      # HTB below ~1 Mbit/s is too coarse to mean anythin
 MAX_LIVE_RATE_BPS = 40e9     # far beyond what one machine's veths carry
 HOST_NAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 
-TOPOLOGY_KINDS = ("tor", "leaf-spine")
+TOPOLOGY_KINDS = ("tor", "leaf-spine", "fat-tree")
+LIVE_TOPOLOGY_KINDS = ("tor", "leaf-spine")
 XDP_MODES = ("generic", "native")
 DELAY_METHODS = ("auto", "netem", "endpoint")
 PACERS = ("auto", "kernel", "cooperative")
@@ -35,8 +36,8 @@ class Scenario:
     name: str
     kind: str                   # "tor" or "leaf-spine"
     hosts: tuple[str, ...]
-    leaves: int                 # 1 for a ToR
-    spines: int                 # 0 for a ToR
+    leaves: int                 # racks: 1 for a ToR, a fat-tree's edge switches
+    spines: int                 # the top tier: 0 for a ToR, a fat-tree's core switches
     oversubscription: float
     rate_gbps: float            # host links, datacenter units
     delay_ns: int               # one-way propagation per link, datacenter units
@@ -50,15 +51,18 @@ class Scenario:
     traffic: TrafficSpec | None = None   # [traffic]; parse_scenario always fills it
     jobs: tuple[JobSpec, ...] = ()      # [[job]]: a workload run instead of [traffic]'s flows
     control: ControlSpec = ControlSpec()  # [control]: the policy over DCQCN (job scenarios)
+    pods: int = 0                         # a fat-tree's k: k pods of k/2 edge and k/2 aggregation switches
 
     @property
     def fabric_rate_gbps(self) -> float:
-        """Leaf-spine uplink rate giving the asked oversubscription: the
-        busiest leaf's host bandwidth over its total uplink bandwidth."""
+        """The rate of links between switches giving the asked
+        oversubscription: the busiest rack's host bandwidth over its
+        switch's total uplink bandwidth (every tier alike)."""
         if self.spines == 0:
             return self.rate_gbps
         per_leaf = math.ceil(len(self.hosts) / self.leaves)
-        return per_leaf * self.rate_gbps / (self.spines * self.oversubscription)
+        uplinks = self.pods // 2 if self.kind == "fat-tree" else self.spines
+        return per_leaf * self.rate_gbps / (uplinks * self.oversubscription)
 
 
 
@@ -71,6 +75,7 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], object]]] = {
         "leaves": (int, 2),
         "spines": (int, 2),
         "oversubscription": ((int, float), 1.0),
+        "pods": (int, 4),
     },
     "links": {
         "rate_gbps": ((int, float), 100),
@@ -145,11 +150,20 @@ def parse_scenario(data: dict, live: bool = True) -> Scenario:
     if kind not in TOPOLOGY_KINDS:
         _fail("topology.kind", f"unknown topology kind {kind!r} (known: {', '.join(TOPOLOGY_KINDS)})")
     hosts = _host_names(topo["hosts"])
+    given = data.get("topology", {})
+    for key, kinds in (("leaves", ("leaf-spine",)), ("spines", ("leaf-spine",)), ("pods", ("fat-tree",))):
+        if key in given and kind not in kinds:
+            _fail(f"topology.{key}", f"only for kind = \"{kinds[0]}\"")
+    pods = 0
     if kind == "tor":
-        for key in ("leaves", "spines"):
-            if key in data.get("topology", {}):
-                _fail(f"topology.{key}", "only for kind = \"leaf-spine\"")
         leaves, spines = 1, 0
+    elif kind == "fat-tree":
+        pods = topo["pods"]
+        if pods % 2 or not 2 <= pods <= 32:
+            _fail("topology.pods", f"a fat-tree's k must be even, 2..32, got {pods}")
+        leaves, spines = pods * pods // 2, pods * pods // 4
+        if len(hosts) > pods ** 3 // 4:
+            _fail("topology.hosts", f"a fat-tree of k = {pods} holds at most {pods ** 3 // 4} hosts")
     else:
         leaves, spines = topo["leaves"], topo["spines"]
         if not 1 <= leaves <= 64:
@@ -160,7 +174,7 @@ def parse_scenario(data: dict, live: bool = True) -> Scenario:
             _fail("topology.hosts", f"{len(hosts)} hosts cannot fill {leaves} leaves")
     if math.ceil(len(hosts) / leaves) > 127:
         _fail("topology.hosts", "at most 127 hosts per switch")
-    switch_names = {f"s{i}" for i in range(leaves + spines)}
+    switch_names = {f"s{i}" for i in range(2 * leaves + spines if kind == "fat-tree" else leaves + spines)}
     clash = switch_names.intersection(hosts)
     if clash:
         _fail("topology.hosts", f"host name {sorted(clash)[0]!r} is a switch name (s0, s1, ...)")
@@ -192,7 +206,7 @@ def parse_scenario(data: dict, live: bool = True) -> Scenario:
         oversubscription=float(topo["oversubscription"]), rate_gbps=float(links["rate_gbps"]),
         delay_ns=links["delay_ns"], mtu_bytes=mtu, buffer_bytes=links["buffer_bytes"],
         dilation=float(emu["dilation"]), xdp_mode=emu["xdp_mode"], delay_method=emu["delay_method"],
-        pacer=emu["pacer"])
+        pacer=emu["pacer"], pods=pods)
     if live:
         _check_live(scenario)
     live_cc, traffic = parse_live(data, hosts, scenario.rate_gbps, mtu)
@@ -209,7 +223,11 @@ def parse_scenario(data: dict, live: bool = True) -> Scenario:
 
 def _check_live(scenario: Scenario) -> None:
     """What only the live testbed limits: the rates a veth carries after
-    dilation, and the MTU native XDP attaches at."""
+    dilation, the MTU native XDP attaches at, and the topologies the
+    testbed builds."""
+    if scenario.kind not in LIVE_TOPOLOGY_KINDS:
+        _fail("topology.kind", f"{scenario.kind} runs in the simulator only (the testbed builds "
+              f"{' and '.join(LIVE_TOPOLOGY_KINDS)})")
     if scenario.xdp_mode == "native" and scenario.mtu_bytes > NATIVE_XDP_MAX_MTU:
         _fail("links.mtu_bytes", f"{scenario.mtu_bytes} is above {NATIVE_XDP_MAX_MTU}, the largest veth MTU native "
               "XDP attaches at here; use xdp_mode = \"generic\" or RoCE MTU 2048")

@@ -4,7 +4,7 @@ each connection's path through them. Rates and delays are the plan's,
 so in the time scale of the scenario's live runs (x dilation)."""
 from __future__ import annotations
 
-import zlib
+import hashlib
 
 import numpy as np
 
@@ -21,17 +21,14 @@ class Fabric:
         self.names = [f"{port.node}:{peer.node}" for port, peer in ends]
         self.bytes_per_ns = np.array([port.rate_bps / 8e9 for port, _peer in ends])
         # the lookups a path needs, made once (the plan's own scan every link)
-        leaves = set(plan.host_switch.values())
         self._last_hop: dict[str, int] = {}                   # host -> the port facing it
-        self._uplinks: dict[str, list[tuple[int, str]]] = {}  # leaf -> [(port, spine)]
-        self._down: dict[tuple[str, str], int] = {}           # (spine, leaf) -> port
+        self._next: dict[str, list[tuple[int, str]]] = {}     # switch -> [(port, the switch it leads to)]
         for i, (port, peer) in enumerate(ends):
-            if peer.node not in switches:
-                self._last_hop[peer.node] = i
-            elif port.node in leaves:
-                self._uplinks.setdefault(port.node, []).append((i, peer.node))
+            if peer.node in switches:
+                self._next.setdefault(port.node, []).append((i, peer.node))
             else:
-                self._down[port.node, peer.node] = i
+                self._last_hop[peer.node] = i
+        self._hops_to: dict[str, dict[str, int]] = {}         # rack switch -> switch -> hops to it
         red = live.red
         headroom = plan.pfc_headroom_bytes()
         self.buffer = float(sc.buffer_bytes)
@@ -43,16 +40,36 @@ class Fabric:
     def __len__(self) -> int:
         return len(self.names)
 
+    def _hops(self, target: str) -> dict[str, int]:
+        """Each switch's distance in hops to switch target (breadth first)."""
+        if target not in self._hops_to:
+            hops, frontier = {target: 0}, [target]
+            while frontier:
+                reached = []
+                for node in frontier:
+                    for _port, nb in self._next.get(node, ()):
+                        if nb not in hops:
+                            hops[nb] = hops[node] + 1
+                            reached.append(nb)
+                frontier = reached
+            self._hops_to[target] = hops
+        return self._hops_to[target]
+
     def path(self, src: str, dst: str, flow: tuple) -> list[int]:
-        """The ports a connection src -> dst crosses, in order. Across
-        leaves, ECMP picks one spine per connection by a hash of `flow`
+        """The ports a connection src -> dst crosses, in order: a shortest
+        path between their racks' switches, where several next hops are
+        as short, ECMP picks one by a hash of `flow` and the switch
         (stable from run to run, as a switch's hash of the 5-tuple is)."""
-        src_leaf, dst_leaf = self.plan.host_switch[src], self.plan.host_switch[dst]
-        if src_leaf == dst_leaf:
-            return [self._last_hop[dst]]
-        uplinks = self._uplinks[src_leaf]
-        up, spine = uplinks[zlib.crc32(repr(flow).encode()) % len(uplinks)]
-        return [up, self._down[spine, dst_leaf], self._last_hop[dst]]
+        node, target = self.plan.host_switch[src], self.plan.host_switch[dst]
+        hops = self._hops(target)
+        ports = []
+        while node != target:
+            ways = [(port, nb) for port, nb in self._next[node] if hops.get(nb, -1) == hops[node] - 1]
+            # a CRC's low bits are linear in its input: two tiers would pick alike (polarised)
+            pick = int.from_bytes(hashlib.blake2b(repr((flow, node)).encode(), digest_size=4).digest(), "little")
+            port, node = ways[pick % len(ways)]
+            ports.append(port)
+        return ports + [self._last_hop[dst]]
 
     def red_probability(self, queue: np.ndarray) -> np.ndarray:
         """RED's marking probability for each queue (bpf/include/red.h):

@@ -221,12 +221,66 @@ class LeafSpine(TopologyKind):
         return 2 if plan.host_switch[src] == plan.host_switch[dst] else 4
 
 
-TOPOLOGIES: dict[str, TopologyKind] = {kind.name: kind for kind in (Tor(), LeafSpine())}
+class FatTree(TopologyKind):
+    """A three-tier k-ary fat-tree (simulator only: no routes): k pods of
+    k/2 edge switches s0.. (the racks) and k/2 aggregation switches, each
+    edge linked to every aggregation switch of its pod; (k/2)^2 core
+    switches, core j*k/2 + m linked to aggregation switch j of every pod.
+    Links between switches run at the scenario's fabric rate."""
+
+    name = "fat-tree"
+
+    def plan(self, scenario: Scenario, prefix: str) -> Plan:
+        k, half = scenario.pods, scenario.pods // 2
+        edges = [f"s{i}" for i in range(k * half)]
+        aggs = [f"s{k * half + i}" for i in range(k * half)]
+        cores = [f"s{2 * k * half + i}" for i in range(half * half)]
+        plan = Plan(prefix, scenario, self, list(scenario.hosts), edges + aggs + cores)
+        _attach_racks(plan, edges, lambda _rack, _slot, link: _link_addresses(link))
+        rate = live_rate_bps(scenario, scenario.fabric_rate_gbps)
+        pairs = [(edges[p * half + e], aggs[p * half + j]) for p in range(k) for e in range(half) for j in range(half)]
+        pairs += [(aggs[p * half + j], cores[j * half + m]) for p in range(k) for j in range(half) for m in range(half)]
+        for n, (low, high) in enumerate(pairs):
+            idx = len(plan.links)
+            low_addr, high_addr = _link_addresses(idx)
+            plan.links.append(Link(
+                Port(low, f"{prefix}{low}u{n:x}", low_addr, _mac(prefix, idx, 0), rate, "switch", _ifindex(idx, 0)),
+                Port(high, f"{prefix}{high}d{n:x}", high_addr, _mac(prefix, idx, 1), rate, "switch",
+                     _ifindex(idx, 1))))
+        return plan
+
+    def _pod(self, plan: Plan, host: str) -> int:
+        return int(plan.host_switch[host][1:]) // (plan.scenario.pods // 2)
+
+    def path_ports(self, plan: Plan, src: str, dst: str) -> list[Port]:
+        raise NotImplementedError("a fat-tree runs in the simulator only, which picks its own paths")
+
+    def links_one_way(self, plan: Plan, src: str, dst: str) -> int:
+        if plan.host_switch[src] == plan.host_switch[dst]:
+            return 2
+        return 4 if self._pod(plan, src) == self._pod(plan, dst) else 6
 
 
-def _attach_racks(plan: Plan, racks: list[str]) -> dict[str, int]:
+TOPOLOGIES: dict[str, TopologyKind] = {kind.name: kind for kind in (Tor(), LeafSpine(), FatTree())}
+
+
+def _rack_addresses(rack: int, slot: int, _link: int) -> tuple[str, str]:
+    """(host side, switch side) of a host link: a /24 per rack, so that
+    one route per rack reaches its hosts."""
+    return f"198.18.{rack}.{2 * slot + 1}", f"198.18.{rack}.{2 * slot}"
+
+
+def _link_addresses(link: int) -> tuple[str, str]:
+    """(lower side, upper side) of link number `link`: a /31 each, in
+    order from 198.18.0.0, for plans without routes (65,536 links)."""
+    base = ipaddress.IPv4Address("198.18.0.0") + 2 * link
+    return str(base + 1), str(base)
+
+
+def _attach_racks(plan: Plan, racks: list[str], addresses=_rack_addresses) -> dict[str, int]:
     """Hosts in contiguous blocks, a rack per switch, each on its own /31
-    with a default route to its switch; hosts per switch."""
+    with a default route to its switch; hosts per switch. addresses(rack,
+    slot, link number) -> (host side, switch side)."""
     scenario, prefix = plan.scenario, plan.prefix
     slot = {switch: 0 for switch in racks}
     for i, host in enumerate(scenario.hosts):
@@ -236,12 +290,13 @@ def _attach_racks(plan: Plan, racks: list[str]) -> dict[str, int]:
         slot[switch] += 1
         plan.host_switch[host] = switch
         idx = len(plan.links)
+        host_addr, switch_addr = addresses(l, j, idx)
         plan.links.append(Link(
-            Port(host, f"{prefix}{host}", f"198.18.{l}.{2 * j + 1}", _mac(prefix, idx, 0),
+            Port(host, f"{prefix}{host}", host_addr, _mac(prefix, idx, 0),
                  live_rate_bps(scenario), "switch", _ifindex(idx, 0)),
-            Port(switch, f"{prefix}{switch}p{j}", f"198.18.{l}.{2 * j}", _mac(prefix, idx, 1),
+            Port(switch, f"{prefix}{switch}p{j}", switch_addr, _mac(prefix, idx, 1),
                  live_rate_bps(scenario), "host", _ifindex(idx, 1))))
-        plan.routes.append(Route(host, "default", ((f"198.18.{l}.{2 * j}", f"{prefix}{host}"),)))
+        plan.routes.append(Route(host, "default", ((switch_addr, f"{prefix}{host}"),)))
     return slot
 
 

@@ -106,9 +106,15 @@ sys.meta_path.insert(0, Blocked())
 import tomllib
 from scenario import load_scenario
 from scenario.plan import load_plan
+from scenario.sweep import load_sweep
 with open(sys.argv[1], "rb") as f:
-    is_plan = "variant" in tomllib.load(f)
-sc = load_plan(sys.argv[1]).variants[-1].scenario(1) if is_plan else load_scenario(sys.argv[1])
+    tables = tomllib.load(f)
+if "variant" in tables:
+    sc = load_plan(sys.argv[1]).variants[-1].scenario(1)
+elif "grid" in tables:
+    sc = load_sweep(sys.argv[1]).points[-1].scenario(1)
+else:                   # live-only limits aside: some examples are for the simulator only
+    sc = load_scenario(sys.argv[1], live=False)
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in {"dataplane", "testbed", "experiment", "control", "cli"})
 print(sc.name, len(sc.hosts), sc.live.dcqcn.rpg_threshold, loaded)
 """

@@ -211,3 +211,36 @@ def test_live_only_limits_do_not_bind_the_simulator():
         parse_scenario(data)
     with pytest.raises(ScenarioError, match="256 ranks live"):
         parse_scenario({**data, "emulation": {"dilation": 100}})
+
+
+def test_a_fat_tree_plans_three_tiers_and_paths_go_up_and_down():
+    sc = parse_scenario({"topology": {"kind": "fat-tree", "pods": 4, "hosts": 16}}, live=False)
+    plan = plan_topology(sc, "p0000")
+    assert (len(plan.switches), len(plan.links)) == (4 * 2 + 4 * 2 + 4, 16 + 16 + 16)
+    fabric = Fabric(plan, sc.live)
+    assert [len(fabric.path("h0", dst, ("f",))) for dst in ("h1", "h2", "h15")] == [1, 3, 5]
+    # flows between two pods spread over every core switch
+    cores = {fabric.names[fabric.path("h0", "h15", (i,))[1]].split(":")[1] for i in range(64)}
+    assert cores == {"s16", "s17", "s18", "s19"}
+    link = sc.delay_ns * sc.dilation
+    assert [plan.one_way_delay_ns("h0", d) for d in ("h1", "h2", "h15")] == [2 * link, 4 * link, 6 * link]
+
+
+def test_a_fat_tree_runs_in_the_simulator_only():
+    from scenario.spec import ScenarioError
+    data = {"topology": {"kind": "fat-tree", "pods": 4, "hosts": 16},
+            "job": [{"name": "train", "iterations": 3, "model": {"forward_us": 50, "gradient_bytes": 1_600_000}}]}
+    with pytest.raises(ScenarioError, match="^topology.kind: fat-tree runs in the simulator only"):
+        parse_scenario(data)
+    with pytest.raises(ScenarioError, match="^topology.pods: "):
+        parse_scenario({**data, "topology": {"kind": "fat-tree", "pods": 5}}, live=False)
+    result = run_sim(parse_scenario(data, live=False))
+    assert result.finished and len(result.qp_stats) == 16
+
+
+def test_the_largest_fat_tree_has_an_address_and_a_name_for_every_port():
+    sc = parse_scenario({"topology": {"kind": "fat-tree", "pods": 32, "hosts": 8192}}, live=False)
+    plan = plan_topology(sc, "p0000")
+    ports = [p for link in plan.links for p in (link.a, link.b)]
+    assert len(plan.links) == 8192 + 2 * 32 ** 3 // 4
+    assert len({p.addr for p in ports}) == len(ports) and len({(p.node, p.ifname) for p in ports}) == len(ports)

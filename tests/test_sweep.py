@@ -78,3 +78,10 @@ def test_eight_points_by_two_seeds_on_a_dask_cluster(tmp_path, capsys):
     assert all(p["speedup_vs_dcqcn"]["train:straggler_iteration_ms"]["n"] == 2 for p in prc)
     assert not any(p["speedup_vs_dcqcn"] for p in report["points"] if p["values"]["control.policy"] == "dcqcn")
     assert "speedup vs dcqcn" in capsys.readouterr().out
+
+
+def test_several_training_jobs_pool_into_training_metrics():
+    from experiment.sweep import pooled
+    got = pooled({"a:straggler_iteration_ms": 2.0, "b:straggler_iteration_ms": 4.0, "a:iteration_mean_ms": 1.0,
+                  "bg:share_during_comm": 0.5})
+    assert got == {"training:straggler_iteration_ms": 3.0}      # one job's metric is not pooled
