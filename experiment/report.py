@@ -5,7 +5,7 @@ its base is paired run by run within a folder, where both ran with the
 same seeds and both runs were valid. The base of `POLICY-REST` is
 `dcqcn-REST` where there is one (a no-straggler twin against its own
 DCQCN run), else `dcqcn` (else the first variant); DCQCN's variants
-have none.
+have none. Simulated and live comparisons are not pooled together.
 
 Table, per variant: iteration times (mean, p50, p99 over every measured
 iteration of the valid runs) for straggler and normal iterations apart;
@@ -105,15 +105,22 @@ def _mean(values: list[float]) -> float | None:
 
 def load_runs(folders: list[str]) -> list[Run]:
     runs = []
+    kinds = {}                      # folder -> "simulated" or "live"
     for name in folders:
         root = Path(name)
         meta = root / "compare.json"
         if not meta.is_file():
             raise ReportError(f"{root}: not a comparison's results (no compare.json; `prc-emu compare` writes one)")
         try:
-            rows = json.loads(meta.read_text())["rows"]
+            compared = json.loads(meta.read_text())
+            rows = compared["rows"]
         except (ValueError, KeyError) as exc:
             raise ReportError(f"{meta}: not readable ({exc})") from None
+        kinds[name] = "simulated" if compared.get("simulator") else "live"
+        if len(set(kinds.values())) > 1:       # variants pool by name: a simulated dcqcn is not a live one
+            live = next(f for f, k in kinds.items() if k == "live")
+            simulated = next(f for f, k in kinds.items() if k == "simulated")
+            raise ReportError(f"{simulated} is simulated and {live} live: report them apart")
         for row in rows:
             if not row["valid"]:
                 continue

@@ -113,3 +113,16 @@ def test_a_no_straggler_twin_is_paired_with_its_own_dcqcn_run(tmp_path):
     assert by["dcqcn-calm"]["base"] is None and by["dcqcn-calm"]["iteration_speedup_pct"] is None
     # iterations 1-5: 160 x 3 + 160 + 200 (its iteration 3 carries 80 ms of extra compute: a straggler row)
     assert by["prc-calm"]["iteration_speedup_pct"] == pytest.approx(100 * (160 / 168 - 1))
+
+
+def test_simulated_and_live_comparisons_are_not_pooled(tmp_path):
+    from experiment.report import ReportError
+
+    runs = {"dcqcn": [[150, 160, 160, 260, 160, 160]], "prc": [[150, 160, 160, 230, 160, 160]]}
+    live = _comparison(tmp_path / "live", runs)
+    simulated = _comparison(tmp_path / "sim", runs)
+    meta = json.loads((simulated / "compare.json").read_text())
+    (simulated / "compare.json").write_text(json.dumps({**meta, "simulator": {"step_us": 1.0}}))
+    assert len(load_runs([str(simulated)])) == 2
+    with pytest.raises(ReportError, match="sim is simulated and .*live live: report them apart"):
+        load_runs([str(live), str(simulated)])
