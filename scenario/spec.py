@@ -22,6 +22,8 @@ VETH_MAX_MTU = 65535
 MIN_MTU = 576
 MIN_LIVE_RATE_BPS = 1e6      # HTB below ~1 Mbit/s is too coarse to mean anything
 MAX_LIVE_RATE_BPS = 40e9     # far beyond what one machine's veths carry
+MAX_HOSTS = 16384             # host links numbered from 198.18.0.0 stay below the fabric's 198.19.0.0/16
+MAX_LIVE_HOSTS_PER_SWITCH = 127   # live routes: one /24 per rack
 HOST_NAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 
 TOPOLOGY_KINDS = ("tor", "leaf-spine", "fat-tree")
@@ -172,8 +174,8 @@ def parse_scenario(data: dict, live: bool = True) -> Scenario:
             _fail("topology.spines", f"must be 1..64, got {spines}")
         if len(hosts) < leaves:
             _fail("topology.hosts", f"{len(hosts)} hosts cannot fill {leaves} leaves")
-    if math.ceil(len(hosts) / leaves) > 127:
-        _fail("topology.hosts", "at most 127 hosts per switch")
+    if len(hosts) > MAX_HOSTS:
+        _fail("topology.hosts", f"at most {MAX_HOSTS} hosts (the address plan's /31 links), got {len(hosts)}")
     switch_names = {f"s{i}" for i in range(2 * leaves + spines if kind == "fat-tree" else leaves + spines)}
     clash = switch_names.intersection(hosts)
     if clash:
@@ -225,6 +227,9 @@ def _check_live(scenario: Scenario) -> None:
     """What only the live testbed limits: the rates a veth carries after
     dilation, the MTU native XDP attaches at, and the topologies the
     testbed builds."""
+    if math.ceil(len(scenario.hosts) / scenario.leaves) > MAX_LIVE_HOSTS_PER_SWITCH:
+        _fail("topology.hosts", f"at most {MAX_LIVE_HOSTS_PER_SWITCH} hosts per switch live (a /24 per rack; "
+              "the simulator has no such limit)")
     if scenario.kind not in LIVE_TOPOLOGY_KINDS:
         _fail("topology.kind", f"{scenario.kind} runs in the simulator only (the testbed builds "
               f"{' and '.join(LIVE_TOPOLOGY_KINDS)})")

@@ -12,6 +12,7 @@ and one ECMP route per remote leaf on the leaves.
 from __future__ import annotations
 
 import ipaddress
+import math
 from dataclasses import dataclass, field
 
 from scenario.spec import Scenario
@@ -282,6 +283,8 @@ def _attach_racks(plan: Plan, racks: list[str], addresses=_rack_addresses) -> di
     with a default route to its switch; hosts per switch. addresses(rack,
     slot, link number) -> (host side, switch side)."""
     scenario, prefix = plan.scenario, plan.prefix
+    if math.ceil(len(scenario.hosts) / len(racks)) > 127:     # more than a /24 holds: the simulator's plans only
+        addresses = lambda _rack, _slot, link: _link_addresses(link)
     slot = {switch: 0 for switch in racks}
     for i, host in enumerate(scenario.hosts):
         l = i * len(racks) // len(scenario.hosts)

@@ -244,3 +244,16 @@ def test_the_largest_fat_tree_has_an_address_and_a_name_for_every_port():
     ports = [p for link in plan.links for p in (link.a, link.b)]
     assert len(plan.links) == 8192 + 2 * 32 ** 3 // 4
     assert len({p.addr for p in ports}) == len(ports) and len({(p.node, p.ifname) for p in ports}) == len(ports)
+
+
+def test_a_rack_beyond_a_slash_24_plans_in_the_simulator_only():
+    from scenario.spec import ScenarioError
+    data = {"topology": {"kind": "leaf-spine", "hosts": 400, "leaves": 2, "spines": 2}}
+    with pytest.raises(ScenarioError, match="^topology.hosts: at most 127 hosts per switch live"):
+        parse_scenario(data)
+    plan = plan_topology(parse_scenario(data, live=False), "p0000")
+    ports = [p for link in plan.links for p in (link.a, link.b)]
+    assert len({p.addr for p in ports}) == len(ports)
+    assert Fabric(plan, parse_scenario(data, live=False).live).path("h0", "h399", ("f",))
+    with pytest.raises(ScenarioError, match="^topology.hosts: at most 16384 hosts"):
+        parse_scenario({"topology": {"kind": "leaf-spine", "hosts": 16385, "leaves": 64}}, live=False)
