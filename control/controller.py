@@ -64,9 +64,9 @@ class Controller:
         planned = self._planned.get(e.proc)
         if planned:
             v.sent_fraction[e.proc] = 1.0 - e.bytes_remaining / planned
-        # an event changes what is known of its process only, and so the
-        # decisions of the processes sharing its NIC port (w_yield)
-        self._decide(e.t_ns, self._beside[v.host_of[e.proc]])
+        # an event changes what is known of its process only: its decision,
+        # and with w_yield below 1 those of the processes sharing its NIC port
+        self._decide(e.t_ns, self._beside[v.host_of[e.proc]] if self.spec.w_yield < 1.0 else [e.proc])
 
     def _decide(self, event_ns: int | None, procs: list[int]) -> None:
         now = self.workload.transport.now_ns()

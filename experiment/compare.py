@@ -68,8 +68,8 @@ def run_metrics(summary: dict) -> dict[str, float]:
     return out
 
 
-def _intervals(samples) -> dict:
-    """(variant, JOB:METRIC, value) samples -> variant -> JOB:METRIC -> interval."""
+def grouped_intervals(samples) -> dict:
+    """(group, JOB:METRIC, value) samples -> group -> JOB:METRIC -> interval."""
     grouped: dict[str, dict[str, list[float]]] = {}
     for variant, key, value in samples:
         grouped.setdefault(variant, {}).setdefault(key, []).append(value)
@@ -79,7 +79,7 @@ def _intervals(samples) -> dict:
 def aggregate(rows: list[dict]) -> dict:
     """rows: {variant, run, valid, metrics} -> variant -> JOB:METRIC ->
     interval over the valid runs (an invalid one measured the machine)."""
-    return _intervals((r["variant"], k, v) for r in rows if r["valid"] for k, v in r["metrics"].items())
+    return grouped_intervals((r["variant"], k, v) for r in rows if r["valid"] for k, v in r["metrics"].items())
 
 
 def versus(rows: list[dict], base: str) -> dict:
@@ -87,7 +87,7 @@ def versus(rows: list[dict], base: str) -> dict:
     the runs (same seeds) where both were valid: the paired change
     against variant `base`."""
     valid = {(r["variant"], r["run"]): r["metrics"] for r in rows if r["valid"]}
-    return _intervals((variant, k, (v - valid[base, run][k]) / valid[base, run][k])
+    return grouped_intervals((variant, k, (v - valid[base, run][k]) / valid[base, run][k])
                       for (variant, run), metrics in valid.items()
                       if variant != base and (base, run) in valid
                       for k, v in metrics.items() if valid[base, run].get(k))
@@ -98,7 +98,7 @@ def _label(key: str) -> str:
     return {**TRAINING_METRICS, **BACKGROUND_METRICS}[metric][0]
 
 
-def _cell(stat: dict, scale: float = 1.0) -> str:
+def cell(stat: dict, scale: float = 1.0) -> str:
     if not stat.get("n"):
         return "-"
     if stat["lo"] is None:
@@ -120,8 +120,8 @@ def table(plan, rows: list[dict], stats: dict, changes: dict | None = None) -> s
         lines.append(f"  {key} ({_label(key)}), mean [95% interval] over runs:")
         for v in plan.variants:
             change = (changes or {}).get(v.name, {}).get(key, {})
-            lines.append(f"    {v.name:<{width}}  {_cell(stats.get(v.name, {}).get(key, {}))}"
-                         + (f"   {_cell(change, 100)}% vs {plan.variants[0].name}" if change.get("n") else ""))
+            lines.append(f"    {v.name:<{width}}  {cell(stats.get(v.name, {}).get(key, {}))}"
+                         + (f"   {cell(change, 100)}% vs {plan.variants[0].name}" if change.get("n") else ""))
     return "\n".join(lines)
 
 

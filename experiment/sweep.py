@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from experiment.compare import interval, run_metrics
+from experiment.compare import cell, grouped_intervals, run_metrics
 from experiment.results import ResultsWriter, versions
 
 FABRIC_METRICS = ("cnps", "ecn_marked_packets", "pauses", "tail_drops")
@@ -53,28 +53,25 @@ def pooled(metrics: dict[str, float]) -> dict[str, float]:
     return out
 
 
-def speedups(rows: list[dict], keys: tuple[str, ...]) -> dict[int, dict[str, dict]]:
-    """point -> JOB:METRIC -> interval over seeds of base / point - 1,
-    the base being the point with the same values but policy dcqcn."""
+def base_points(points, keys: tuple[str, ...]) -> dict[int, int]:
+    """point -> the dcqcn point with the same other values, where the grid
+    varies control.policy and has one."""
     if POLICY_KEY not in keys:
         return {}
-    others = [k for k in keys if k != POLICY_KEY]
-    by_key = {(r["point"], r["seed"]): r for r in rows}
-    values = {r["point"]: r["values"] for r in rows}
-    base_of = {}
-    for p, v in values.items():
-        for q, w in values.items():
-            if w[POLICY_KEY] == "dcqcn" and all(w[k] == v[k] for k in others) and p != q:
-                base_of[p] = q
-    out: dict[int, dict[str, list[float]]] = {}
-    for (p, seed), row in by_key.items():
-        base = by_key.get((base_of.get(p), seed))
-        if base is None:
-            continue
-        for key, value in row["metrics"].items():
-            if key.split(":", 1)[1] in SPEEDUP_METRICS and base["metrics"].get(key) and value:
-                out.setdefault(p, {}).setdefault(key, []).append(base["metrics"][key] / value - 1)
-    return {p: {k: interval(v) for k, v in metrics.items()} for p, metrics in out.items()}
+    others = lambda pt: repr([pt.values[k] for k in keys if k != POLICY_KEY])
+    dcqcn = {others(pt): q for q, pt in enumerate(points) if pt.values[POLICY_KEY] == "dcqcn"}
+    return {p: dcqcn[others(pt)] for p, pt in enumerate(points)
+            if pt.values[POLICY_KEY] != "dcqcn" and others(pt) in dcqcn}
+
+
+def speedups(rows: list[dict], base_of: dict[int, int]) -> dict[int, dict[str, dict]]:
+    """point -> JOB:METRIC -> interval over seeds of base / point - 1."""
+    by_key = {(r["point"], r["seed"]): r["metrics"] for r in rows}
+    return grouped_intervals((p, key, by_key[base_of[p], seed][key] / value - 1)
+                             for (p, seed), metrics in by_key.items() if (base_of.get(p), seed) in by_key
+                             for key, value in metrics.items()
+                             if key.split(":", 1)[1] in SPEEDUP_METRICS and value
+                             and by_key[base_of[p], seed].get(key))
 
 
 def _client(scheduler: str | None, workers: int):
@@ -105,15 +102,6 @@ def run_sweep(sweep, client, progress=print) -> list[dict]:
     return sorted(rows, key=lambda r: (r["point"], r["seed"]))
 
 
-def _cell(stat: dict | None, scale: float = 1.0, unit: str = "") -> str:
-    if not stat or not stat.get("n"):
-        return "-"
-    if stat["lo"] is None:
-        return f"{stat['mean'] * scale:.2f}{unit}"
-    return f"{stat['mean'] * scale:+.1f}{unit} [{stat['lo'] * scale:+.1f}, {stat['hi'] * scale:+.1f}]" if unit \
-        else f"{stat['mean'] * scale:.2f} [{stat['lo'] * scale:.2f}, {stat['hi'] * scale:.2f}]"
-
-
 def table(sweep, stats: dict, gains: dict) -> str:
     lines = []
     width = max(len(p.label) for p in sweep.points) if sweep.points else 5
@@ -124,8 +112,8 @@ def table(sweep, stats: dict, gains: dict) -> str:
             shown = [k for k in shown if k.startswith(POOLED + ":")]
         for key in shown:
             gain = gains.get(p, {}).get(key)
-            lines.append(f"  {point.label or '(scenario)':<{width}}  {key:<32} {_cell(mine[key])} ms"
-                         + (f"   speedup vs dcqcn {_cell(gain, 100, '%')}" if gain else ""))
+            lines.append(f"  {point.label or '(scenario)':<{width}}  {key:<32} {cell(mine[key])} ms"
+                         + (f"   speedup vs dcqcn {cell(gain, 100)} %" if gain else ""))
     return "\n".join(lines)
 
 
@@ -150,12 +138,8 @@ def main(sweep_path: str, results_root: str, seeds: int | None, scheduler: str |
     except OSError as exc:            # no scheduler at that address
         print(f"prc-emu: cannot reach the Dask scheduler {scheduler}: {exc}", file=sys.stderr)
         return 1
-    grouped: dict[int, dict[str, list[float]]] = {}
-    for r in rows:
-        for key, value in r["metrics"].items():
-            grouped.setdefault(r["point"], {}).setdefault(key, []).append(value)
-    stats = {p: {k: interval(v) for k, v in metrics.items()} for p, metrics in grouped.items()}
-    gains = speedups(rows, sweep.keys)
+    stats = grouped_intervals((r["point"], k, v) for r in rows for k, v in r["metrics"].items())
+    gains = speedups(rows, base_points(sweep.points, sweep.keys))
     keys = sorted({k for r in rows for k in r["metrics"]})
     sweep_id = f"sweep-{time.strftime('%Y%m%d-%H%M%S')}"
     with ResultsWriter(Path(results_root), sweep_id) as out:

@@ -7,13 +7,12 @@ rate-control policy (`[variant.control]`, over the scenario's). Every variant's
 scenario is checked before anything runs."""
 from __future__ import annotations
 
-import copy
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from scenario.errors import check_table, fail as _fail
-from scenario.spec import Scenario, ScenarioError, anchor_files, parse_scenario, read_scenario, read_toml
+from scenario.spec import Scenario, ScenarioError, anchor_files, read_job_scenario, read_toml, with_seeds
 
 VARIANT_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 MAX_RUNS = 100
@@ -32,10 +31,7 @@ class Variant:
     def scenario(self, run: int) -> Scenario:
         """The variant's scenario for run `run`: every job's seed moved on
         by `run`, the same for every variant."""
-        data = copy.deepcopy(self.data)
-        for job in data.get("job", []):
-            job["seed"] = job.get("seed", 1) + run
-        return parse_scenario(data, self.live)
+        return with_seeds(self.data, run, self.live)
 
 
 @dataclass(frozen=True)
@@ -91,15 +87,7 @@ def parse_plan(data: dict, base: Path, live: bool = True) -> Plan:
     """A plan's tables; its scenario path is relative to folder `base`;
     live: its scenarios are checked for a live run."""
     check_table("", data, _PLAN_KEYS)
-    if not isinstance(data.get("scenario"), str):
-        _fail("scenario", "the scenario file to vary is required (a path relative to the plan)")
-    path = base / data["scenario"]
-    try:
-        scenario = read_scenario(path)
-    except ScenarioError as exc:
-        _fail("scenario", str(exc))
-    if "job" not in scenario:
-        _fail("scenario", f"{path} has no [[job]] tables to compare runs of")
+    path, scenario = read_job_scenario(data, base, "compare runs of")
     runs = data.get("runs", DEFAULT_RUNS)
     if not isinstance(runs, int) or isinstance(runs, bool) or not 1 <= runs <= MAX_RUNS:
         _fail("runs", f"must be an integer in 1..{MAX_RUNS}, got {runs!r}")

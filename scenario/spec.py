@@ -5,6 +5,7 @@ before anything is created. The schema is documented in docs/scenario.md.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import re
@@ -269,6 +270,31 @@ def read_scenario(path: str | Path) -> dict:
     data = read_toml(path)
     anchor_files(data.get("job"), Path(path).parent)
     return data
+
+
+def with_seeds(data: dict, offset: int, live: bool = True) -> Scenario:
+    """Scenario tables `data` parsed with every job's seed moved on by
+    offset: run r of a comparison or sweep, the same at every variant."""
+    data = copy.deepcopy(data)
+    for job in data.get("job", []):
+        job["seed"] = job.get("seed", 1) + offset
+    return parse_scenario(data, live)
+
+
+def read_job_scenario(data: dict, base: Path, purpose: str) -> tuple[Path, dict]:
+    """The job scenario a plan or sweep file names in its `scenario` key
+    (relative to folder base): its path and tables. purpose: what it is
+    read for, in the errors."""
+    if not isinstance(data.get("scenario"), str):
+        _fail("scenario", f"the scenario file to {purpose} is required (a path relative to this file)")
+    path = base / data["scenario"]
+    try:
+        tables = read_scenario(path)
+    except ScenarioError as exc:
+        _fail("scenario", str(exc))
+    if "job" not in tables:
+        _fail("scenario", f"{path} has no [[job]] tables to {purpose}")
+    return path, tables
 
 
 def load_scenario(path: str | Path, live: bool = True) -> Scenario:

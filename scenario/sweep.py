@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scenario.errors import check_table, fail, integer, number
-from scenario.spec import Scenario, ScenarioError, parse_scenario, read_scenario, read_toml
+from scenario.spec import Scenario, ScenarioError, read_job_scenario, read_toml, with_seeds
 
 STEP_US_RANGE = (0.01, 100.0)
 MAX_POINTS = 1000
@@ -42,10 +42,7 @@ class Point:
     def scenario(self, seed: int) -> Scenario:
         """This point's scenario for seed offset `seed`: every job's seed
         moved on by it, the same at every point."""
-        data = copy.deepcopy(self.data)
-        for job in data.get("job", []):
-            job["seed"] = job.get("seed", 1) + seed
-        return parse_scenario(data, live=False)
+        return with_seeds(self.data, seed, live=False)
 
 
 @dataclass(frozen=True)
@@ -81,15 +78,7 @@ def parse_sweep(data: dict, base: Path, seeds: int | None = None) -> Sweep:
     """A sweep file's tables; its scenario path is relative to folder
     base; seeds: overrides the file's."""
     check_table("", data, _KEYS)
-    if not isinstance(data.get("scenario"), str):
-        fail("scenario", "the scenario file to sweep is required (a path relative to the sweep file)")
-    path = base / data["scenario"]
-    try:
-        scenario = read_scenario(path)
-    except ScenarioError as exc:
-        fail("scenario", str(exc))
-    if "job" not in scenario:
-        fail("scenario", f"{path} has no [[job]] tables to simulate")
+    path, scenario = read_job_scenario(data, base, "simulate")
     seeds = integer("seeds", seeds if seeds is not None else data.get("seeds", 2), 1, MAX_SEEDS)
     step_us = number("step_us", data.get("step_us", 1.0), *STEP_US_RANGE)
     grid = check_table("grid", data.get("grid", {}), list(data.get("grid", {})), "a table ([grid])")

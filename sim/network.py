@@ -29,7 +29,7 @@ from collections import deque
 
 import numpy as np
 
-from dataplane.cc import EV_CNP, EV_TX, EVENT_DTYPE, RATE_ONE, STATE_DTYPE, WEIGHT_ONE, HostCC, core_params
+from dataplane.cc import EV_CNP, EV_TX, EVENT_DTYPE, RATE_ONE, STATE_DTYPE, WEIGHT_ONE, HostCC, core_params, hook
 from scenario.live import ROCE_HEADROOM
 
 ETHERNET_HEADER = 14
@@ -72,9 +72,8 @@ class Hooks:
         self.cap = np.zeros(procs, dtype=np.uint32)
 
     def set(self, proc: int, weight: float = 1.0, floor_frac: float = 0.0, cap_frac: float = 0.0) -> None:
-        self.weight[proc] = round(weight * WEIGHT_ONE)
-        self.floor[proc] = round(floor_frac * RATE_ONE)
-        self.cap[proc] = round(cap_frac * RATE_ONE)
+        h = hook(weight, floor_frac, cap_frac)
+        self.weight[proc], self.floor[proc], self.cap[proc] = h.weight, h.rate_floor, h.rate_cap
 
 
 class FluidNetwork:
@@ -235,14 +234,14 @@ class FluidNetwork:
         self.cc_events += len(qp)
 
     def _complete(self, moved: np.ndarray, t: float, dt: float, delay: np.ndarray, clock) -> None:
-        before = self.sent.copy()
         self.sent += moved
         for qp in np.nonzero(self.sent >= self.head_end - 1e-6)[0]:
+            before = self.sent[qp] - moved[qp]
             messages = self.qps[qp]
             while messages and self.sent[qp] >= messages[0][0] - 1e-6:
                 end_offset, on_sent, on_received = messages.popleft()
                 self.messages[qp] += 1
-                left = (end_offset - before[qp]) / moved[qp] if moved[qp] > 0 else 1.0
+                left = (end_offset - before) / moved[qp] if moved[qp] > 0 else 1.0
                 last_byte = t + dt * min(1.0, max(0.0, left))
                 visible = max(int(last_byte + self.one_way[qp] + delay[qp]), int(self.visible_floor[qp]))
                 self.visible_floor[qp] = visible
