@@ -29,6 +29,33 @@ BPF_F_TABLE("array", __u32, struct prc_hook, proc_hook, NIC_MAX_PROCS, BPF_F_MMA
 BPF_F_TABLE("array", __u32, struct nic_doorbell, doorbell, 1, BPF_F_MMAPABLE);
 BPF_ARRAY(crc32, struct crc32_table, 1);
 
+#ifdef NIC_CC_TRACE
+#include "cc_trace.h"
+BPF_RINGBUF_OUTPUT(cc_trace, NIC_CC_TRACE_PAGES);
+BPF_ARRAY(cc_trace_lost, __u64, 1);		/* records the ring had no room for */
+
+static __always_inline void cc_trace_send(struct cc_trace_record *rec)
+{
+	__u32 zero = 0;
+	__u64 *lost;
+
+	if (!rec->seq)				/* not filled: no event */
+		return;
+	if (cc_trace.ringbuf_output(rec, sizeof(*rec), 0) < 0) {
+		lost = cc_trace_lost.lookup(&zero);
+		if (lost)
+			__sync_fetch_and_add(lost, 1);
+	}
+}
+#define CC_TRACE_RECORDS(n) struct cc_trace_record trace[n] = {}
+#define CC_TRACE_FILL(i, ...) cc_trace_fill(&trace[i], __VA_ARGS__)
+#define CC_TRACE_SEND(i) cc_trace_send(&trace[i])
+#else
+#define CC_TRACE_RECORDS(n)
+#define CC_TRACE_FILL(i, ...)
+#define CC_TRACE_SEND(i)
+#endif
+
 /* The PRC hook of the process that owns a QP, copied out: map reads must
  * happen before the QP's lock is taken (no helper calls inside it). */
 static __always_inline void qp_hook(const struct qp_ctx *ctx, struct prc_hook *hook)
@@ -61,6 +88,8 @@ int nic_tx(struct __sk_buff *skb)
 	__u64 now, departure, cnp_at;
 	__u16 old_word, new_word;
 	int bytes;
+	__u32 units;
+	CC_TRACE_RECORDS(2);
 
 	/* AF_PACKET senders leave all but the Ethernet header in page frags */
 	skb_linear_headers(skb, NIC_HEADER_BYTES);
@@ -87,12 +116,18 @@ int nic_tx(struct __sk_buff *skb)
 	now = bpf_ktime_get_ns();
 	bpf_spin_lock(&cc->lock);
 	cnp_at = nic_cnp_due(cc, now);
-	if (cnp_at)
+	if (cnp_at) {
 		cc_on_cnp(&cc->st, p, &hook, cnp_at);
-	cc_on_tx(&cc->st, p, &hook, bytes, now);
+		CC_TRACE_FILL(0, cc, qpn, CC_EV_CNP, 0, cnp_at, &hook);
+	}
+	units = nic_tx_units(cc, bytes);
+	cc_on_tx(&cc->st, p, &hook, units, now);
+	CC_TRACE_FILL(1, cc, qpn, CC_EV_TX, units, now, &hook);
 	rate = cc->st.common.rc;
 	alpha = cc->st.algo.dcqcn.alpha;
 	bpf_spin_unlock(&cc->lock);
+	CC_TRACE_SEND(0);
+	CC_TRACE_SEND(1);
 
 	departure = nic_pace(tx, cfg, now, bytes, rate);
 	__sync_fetch_and_add(&tx->packets, 1);
@@ -147,6 +182,7 @@ int nic_rx(struct xdp_md *xdp)
 	__u8 opcode, *aeth;
 	int merged = 0, bytes, ce, ackreq, frame_bytes = bpf_xdp_get_buff_len(xdp);
 	int consumed;
+	CC_TRACE_RECORDS(1);
 
 	cursor_init(&c, data, data_end);
 	bytes = parse_roce(&c, frame_bytes, &h);
@@ -179,9 +215,12 @@ int nic_rx(struct xdp_md *xdp)
 		delay = ctx->cnp_delay_ns;
 		bpf_spin_lock(&cc->lock);
 		cnp_at = nic_cnp_arrives(cc, now, delay, &merged);
-		if (cnp_at)
+		if (cnp_at) {
 			cc_on_cnp(&cc->st, p, &hook, cnp_at);
+			CC_TRACE_FILL(0, cc, qpn, CC_EV_CNP, 0, cnp_at, &hook);
+		}
 		bpf_spin_unlock(&cc->lock);
+		CC_TRACE_SEND(0);
 		__sync_fetch_and_add(&tx->cnps_received, 1);
 		if (merged)
 			__sync_fetch_and_add(&tx->cnps_merged, 1);

@@ -21,7 +21,7 @@ from dataplane.bpf_build import BPF_DIR, INCLUDE_DIR
 
 # linux/bpf.h gives the bpf_spin_lock the map structs embed (4 bytes,
 # mirrored as a u32); the project's headers follow in this order.
-PROJECT_HEADERS = ("cc/cc_event.h", "nic_defs.h", "switch_defs.h", "roce_defs.h", "vtime.h",
+PROJECT_HEADERS = ("cc/cc_event.h", "nic_defs.h", "cc_trace.h", "switch_defs.h", "roce_defs.h", "vtime.h",
                    "engine/tx_engine.h")
 
 
@@ -50,7 +50,7 @@ def project_mirrors() -> tuple[list[Mirror], dict[str, int]]:
         ("dcqcn_params", cc.Params), ("prc_hook", cc.Hook), ("cc_qp_state", cc.State),
         ("cc_common", cc.CcCommon), ("dcqcn_vars", cc.DcqcnVars),
         ("cc_event", cc.Event), ("nic_config", nic.NicConfig), ("qp_ctx", nic.QpCtx),
-        ("qp_cc", nic.QpCc), ("qp_tx", nic.QpTx), ("qp_rx", nic.QpRx), ("nic_stamp", nic.NicStamp),
+        ("qp_cc", nic.QpCc), ("cc_trace_record", nic.CcTraceRecord), ("qp_tx", nic.QpTx), ("qp_rx", nic.QpRx), ("nic_stamp", nic.NicStamp),
         ("nic_doorbell", nic.NicDoorbell), ("port_cfg", switch.PortCfg),
         ("port_stats", switch.PortStats), ("qp_counters", shared.QpCounters),
         ("tx_frame", tx_native.TxFrame), ("tx_credit", tx_native.TxCredit), ("tx_port", tx_native.TxPort),

@@ -29,10 +29,11 @@ class QpCtx(ctypes.Structure):
 
 
 class QpCc(ctypes.Structure):
-    """struct qp_cc: the lock (opaque here), the CC state, a waiting CNP."""
+    """struct qp_cc: the lock (opaque here), the bytes short of a 32-byte
+    unit, the CC state, a waiting CNP, the count of CC events."""
 
-    _fields_ = [("lock", ctypes.c_uint32), ("reserved", ctypes.c_uint32), ("st", State),
-                ("cnp_due_ns", ctypes.c_uint64)]
+    _fields_ = [("lock", ctypes.c_uint32), ("tx_residue_bytes", ctypes.c_uint32), ("st", State),
+                ("cnp_due_ns", ctypes.c_uint64), ("events", ctypes.c_uint32), ("reserved", ctypes.c_uint32)]
 
 
 class NicStamp(ctypes.Structure):
@@ -58,6 +59,14 @@ class QpTx(ctypes.Structure):
         "next_departure_ns", "packets", "bytes", "early_packets", "rate", "alpha",
         "cnps_received", "cnps_merged", "acked_psn", "acks", "last_ack_ns", "nak_psn", "naks",
         "acked_msn")] + [("acked", NicStamp * STAMP_RING)]
+
+
+class CcTraceRecord(ctypes.Structure):
+    """struct cc_trace_record (bpf/include/cc_trace.h): one CC event the
+    RNIC applied, its inputs and the state it left."""
+
+    _fields_ = [("now_ns", ctypes.c_uint64), ("qpn", ctypes.c_uint32), ("seq", ctypes.c_uint32),
+                ("kind", ctypes.c_uint32), ("bytes", ctypes.c_uint32), ("hook", Hook), ("st", State)]
 
 
 class QpRx(ctypes.Structure):
@@ -100,12 +109,22 @@ class Nic:
     """bpf/nic.c compiled and loaded: nic_tx (SCHED_CLS) and nic_rx (XDP)
     share its maps."""
 
-    def __init__(self, defines: dict | None = None):
+    def __init__(self, defines: dict | None = None, cc_trace_pages: int = 0):
+        """cc_trace_pages: record every CC event the RNIC applies into a
+        ring of that many pages (a power of two; 0: no trace), read with
+        drain_cc_trace() often enough that it does not fill."""
         from bcc import BPF
 
         from dataplane.bpf_build import compile_bpf
 
+        if cc_trace_pages:
+            if cc_trace_pages & (cc_trace_pages - 1):
+                raise ValueError(f"the CC trace ring takes a power of two pages, got {cc_trace_pages}")
+            defines = {**(defines or {}), "NIC_CC_TRACE": True, "NIC_CC_TRACE_PAGES": cc_trace_pages}
         self.bpf = compile_bpf("nic", defines)
+        self._trace: list[bytes] = []
+        if cc_trace_pages:
+            self.bpf["cc_trace"].open_ring_buffer(self._take_record)
         self.tx_fn = self.bpf.load_func("nic_tx", BPF.SCHED_CLS)
         self.rx_fn = self.bpf.load_func("nic_rx", BPF.XDP)
         table = self.bpf["crc32"]
@@ -164,6 +183,21 @@ class Nic:
         record at line rate on the next packet (the lock word is the
         kernel's and not written)."""
         self._set("qp_cc", qpn, QpCc())
+
+    def _take_record(self, _ctx, data, size) -> None:
+        self._trace.append(ctypes.string_at(data, size))
+
+    def drain_cc_trace(self) -> list[CcTraceRecord]:
+        """The CC events recorded since the last drain, in the ring's order
+        (sort one QP's by seq: two CPUs may send out of order). Raises
+        when the ring lost records: a replay needs every event."""
+        self.bpf.ring_buffer_consume()
+        lost = self.bpf["cc_trace_lost"][ctypes.c_int(0)].value
+        if lost:
+            raise RuntimeError(f"the CC trace ring lost {lost} records: drain it more often or give it more pages")
+        records = [CcTraceRecord.from_buffer_copy(raw) for raw in self._trace]
+        self._trace.clear()
+        return records
 
     def reset(self, qps=range(MAX_QPS), procs=range(MAX_PROCS)) -> None:
         """Zero the per-QP and per-process entries (array maps cannot be

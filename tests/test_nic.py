@@ -157,8 +157,58 @@ def test_a_delayed_cnp_takes_effect_at_its_due_time(nic):
     assert before <= sent_at <= after
     (*_, expected) = HostCC().run(core_params(DcqcnConfig()), [
         Event(kind=EV_CNP, now_ns=due), Event(kind=EV_CNP, now_ns=second_due),
-        Event(kind=EV_TX, bytes=len(frame), now_ns=sent_at)])
+        Event(kind=EV_TX, bytes=len(frame) & ~31, now_ns=sent_at)])
     assert st.key() == expected.key()
+    assert nic.cc(SENDER).tx_residue_bytes == len(frame) % 32
+
+
+def test_sent_bytes_reach_the_core_in_32_byte_units_with_the_rest_carried(nic):
+    """As DOCA PCC's TX counter reports them: three frames whose sizes
+    are not multiples of 32 feed the byte counter their running total,
+    rounded down to a unit, and the core's accumulator shows exactly that."""
+    frames = [data(psn=i, payload=size) for i, size in enumerate((1000, 1013, 77))]
+    total = 0
+    for frame in frames:
+        tx(nic, frame)
+        total += len(frame)
+        cc = nic.cc(SENDER)
+        assert cc.tx_residue_bytes == total % 32
+        assert cc.st.byte_acc == total - total % 32         # below rpg_byte_reset: nothing else moved it
+
+
+@pytest.fixture(scope="module")
+def tracing_nic():
+    n = Nic(cc_trace_pages=16)
+    yield n
+    n.close()
+
+
+def test_a_trace_records_each_cc_event_with_the_state_it_left(tracing_nic):
+    """What the DOCA harness replays: every call into the core (a delayed
+    CNP applied before a packet's bytes is two), numbered per QP, with the
+    hook in force and the state after it, which the host library
+    reproduces from the recorded inputs."""
+    nic = tracing_nic
+    nic.reset(qps=range(16), procs=range(4))
+    nic.configure(LINE_BPS, SLACK_NS, 50_000, core_params(DcqcnConfig()))
+    nic.add_qp(SENDER, RECEIVER, proc=2, cnp_delay_ns=100_000)
+    nic.add_qp(RECEIVER, SENDER)
+    nic.set_hook(2, Hook(weight=3 * 1024))
+    cnp = roce.cnp_packet(SENDER, addr=roce.FlowAddr(sport=sender_sport(RECEIVER)))
+    tx(nic, data(psn=0))
+    rx(nic, cnp)                                     # waits 100 us: no event yet
+    time.sleep(0.001)
+    tx(nic, data(psn=1, payload=999))                # the CNP, then the bytes
+    records = nic.drain_cc_trace()
+    assert [(r.qpn, r.seq, r.kind) for r in records] == [(SENDER, 1, EV_TX), (SENDER, 2, EV_CNP),
+                                                         (SENDER, 3, EV_TX)]
+    assert all(r.hook.weight == 3 * 1024 for r in records)
+    assert [r.bytes % 32 for r in records] == [0, 0, 0]
+    states = HostCC().run(core_params(DcqcnConfig()), [Event(kind=r.kind, bytes=r.bytes, now_ns=r.now_ns,
+                                                             hook=r.hook) for r in records])
+    assert [s.key() for s in states] == [r.st.key() for r in records]
+    assert records[-1].st.key() == nic.cc_state(SENDER).key()
+    assert nic.drain_cc_trace() == []
 
 
 def test_the_responder_takes_packets_in_psn_order_only(nic):

@@ -50,9 +50,11 @@ struct qp_ctx {
  * different CPUs, hence the lock (no helper calls inside it). */
 struct qp_cc {
 	struct bpf_spin_lock lock;
-	__u32 reserved;
+	__u32 tx_residue_bytes;		/* sent bytes short of a 32-byte unit (nic_tx_units) */
 	struct cc_qp_state st;
 	__u64 cnp_due_ns;		/* a CNP waiting to take effect (0: none) */
+	__u32 events;			/* CC events applied: orders a trace's records */
+	__u32 reserved;
 };
 
 /* When the message with sequence number msn (1, 2, ... per QP) completed:

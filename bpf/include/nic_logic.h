@@ -202,6 +202,21 @@ static __always_inline __u64 nic_cnp_arrives(struct qp_cc *cc, __u64 now, __u32 
 	return due;
 }
 
+/*
+ * The bytes a packet adds to the CC core's byte counter (lock held). An
+ * RNIC reports sent bytes in 32-byte units, as DOCA PCC's TX counter
+ * does: what falls short of a unit waits for the next packet, so the
+ * byte counter runs as it does on a BlueField-3 and a trace of these
+ * events replays there unchanged.
+ */
+static __always_inline __u32 nic_tx_units(struct qp_cc *cc, __u32 bytes)
+{
+	__u32 total = cc->tx_residue_bytes + bytes;
+
+	cc->tx_residue_bytes = total & 31;
+	return total & ~31u;
+}
+
 /* The waiting CNP's effect time once it has come, else 0 (lock held). */
 static __always_inline __u64 nic_cnp_due(struct qp_cc *cc, __u64 now)
 {

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * A trace of the CC events the RNIC applies (built with NIC_CC_TRACE):
+ * one record per call into the CC core, with its inputs and the state it
+ * left, so the same events can be replayed through another build of the
+ * core (the DOCA PCC adapter's host harness) and compared bit for bit.
+ * Records are filled under the QP's lock and sent after it (no helper
+ * calls inside a lock); seq orders one QP's records, which two CPUs may
+ * send out of order.
+ */
+#ifndef PRC_CC_TRACE_H
+#define PRC_CC_TRACE_H
+
+#include "nic_defs.h"
+
+struct cc_trace_record {
+	__u64 now_ns;			/* the time the core was given */
+	__u32 qpn;
+	__u32 seq;			/* this QP's event number, from 1 */
+	__u32 kind;			/* enum cc_event_kind */
+	__u32 bytes;			/* CC_EV_TX: 32-byte units, as bytes */
+	struct prc_hook hook;		/* the hook in force */
+	struct cc_qp_state st;		/* the state after the event */
+};
+
+/* Fill rec for an event just applied to cc (lock held). */
+static __always_inline void cc_trace_fill(struct cc_trace_record *rec, struct qp_cc *cc, __u32 qpn,
+					  __u32 kind, __u32 bytes, __u64 now, const struct prc_hook *hook)
+{
+	rec->now_ns = now;
+	rec->qpn = qpn;
+	rec->seq = ++cc->events;
+	rec->kind = kind;
+	rec->bytes = bytes;
+	rec->hook = *hook;
+	rec->st = cc->st;
+}
+
+#endif /* PRC_CC_TRACE_H */
