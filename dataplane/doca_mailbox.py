@@ -1,34 +1,43 @@
 """The PRC mailbox to DOCA PCC device code (bpf/doca/prc_mailbox.h): the
-message format, the actuator the controller writes through on a
-BlueField-3 (the same set(proc, weight, floor) as the emulator's hook
-map), and the device-side C built for the host, which tests and the host
-harness drive."""
+message format and the actuator the controller writes through on a
+BlueField-3, with the same set(proc, weight, floor) as the emulator's
+hook map, plus bind(qpn, proc), which tells the device whose QP is whose."""
 from __future__ import annotations
 
-import ctypes
 import struct
 from typing import Callable
 
-from dataplane.bpf_build import BPF_DIR
 from dataplane.cc import Hook, hook
-from dataplane.host_lib import build_shared_library
 
 MAGIC = 0x4D435250            # "PRCM" little-endian
-VERSION = 1
-HEADER = struct.Struct("<IHHI")         # magic, version, count, seq
-ENTRY = struct.Struct("<IIII")          # proc, weight, rate_floor, rate_cap
+VERSION = 2
+HOOKS, BINDINGS = 1, 2        # message kinds
+HEADER = struct.Struct("<IHHHHI")       # magic, version, kind, count, zero, seq
+HOOK_ENTRY = struct.Struct("<IIII")     # proc, weight, rate_floor, rate_cap
+BINDING_ENTRY = struct.Struct("<II")    # qpn, proc (NO_PROC: unbind)
 MAX_ENTRIES = 64
 PROCS = 256
-DOCA_DIR = BPF_DIR / "doca"
-STATUS = ("ok", "short", "bad magic", "bad version", "bad length", "stale", "bad process", "bad value")
+NO_PROC = 0xFFFFFFFF
+STATUS = ("ok", "short", "bad magic", "bad version", "bad length", "stale", "bad process", "bad value",
+          "bad kind", "bad QPN", "QP table full")
+
+
+def _message(kind: int, seq: int, entries: list[bytes], version: int) -> bytes:
+    if len(entries) > MAX_ENTRIES:
+        raise ValueError(f"at most {MAX_ENTRIES} entries per message, got {len(entries)}")
+    return HEADER.pack(MAGIC, version, kind, len(entries), 0, seq & 0xFFFFFFFF) + b"".join(entries)
 
 
 def encode(seq: int, hooks: dict[int, Hook], version: int = VERSION) -> bytes:
     """One message setting each process's hook, numbered seq."""
-    if len(hooks) > MAX_ENTRIES:
-        raise ValueError(f"at most {MAX_ENTRIES} processes per message, got {len(hooks)}")
-    return HEADER.pack(MAGIC, version, len(hooks), seq & 0xFFFFFFFF) + b"".join(
-        ENTRY.pack(proc, h.weight, h.rate_floor, h.rate_cap) for proc, h in hooks.items())
+    return _message(HOOKS, seq, [HOOK_ENTRY.pack(proc, h.weight, h.rate_floor, h.rate_cap)
+                                 for proc, h in hooks.items()], version)
+
+
+def encode_bindings(seq: int, bindings: dict[int, int | None], version: int = VERSION) -> bytes:
+    """One message binding each QPN to a process (None: unbind it)."""
+    return _message(BINDINGS, seq, [BINDING_ENTRY.pack(qpn, NO_PROC if proc is None else proc)
+                                    for qpn, proc in bindings.items()], version)
 
 
 class MailboxRejected(RuntimeError):
@@ -36,43 +45,27 @@ class MailboxRejected(RuntimeError):
 
 
 class MailboxHooks:
-    """The controller's actuator over the mailbox: each set() is one
-    message, numbered on from the last. send(message) delivers it and
-    returns the device's status: with the SDK, a doca_pcc_mailbox_send
-    of the request buffer (docs/doca-port.md); in tests, DeviceMailbox."""
+    """The controller's actuator over the mailbox: each set() or bind() is
+    one message, numbered on from the last. send(message) delivers it and
+    returns the device's status: with the SDK, a doca_pcc_mailbox_send of
+    the request buffer (docs/doca-port.md); in tests and the harness,
+    dataplane.doca_device.DocaDevice.mailbox."""
 
     def __init__(self, send: Callable[[bytes], int], first_seq: int = 1):
         self.send, self.seq = send, first_seq - 1
 
-    def set(self, proc: int, weight: float = 1.0, floor_frac: float = 0.0, cap_frac: float = 0.0) -> None:
+    def _deliver(self, message_for: Callable[[int], bytes], what: str) -> None:
         self.seq += 1
-        status = self.send(encode(self.seq, {proc: hook(weight, floor_frac, cap_frac)}))
+        status = self.send(message_for(self.seq))
         if status:
-            raise MailboxRejected(f"message {self.seq} for process {proc}: {STATUS[status]}")
+            raise MailboxRejected(f"message {self.seq} ({what}): {STATUS[status]}")
 
+    def set(self, proc: int, weight: float = 1.0, floor_frac: float = 0.0, cap_frac: float = 0.0) -> None:
+        self._deliver(lambda seq: encode(seq, {proc: hook(weight, floor_frac, cap_frac)}), f"process {proc}")
 
-class MailboxState(ctypes.Structure):
-    """struct prc_mailbox_state."""
+    def set_hook(self, proc: int, hk: Hook) -> None:
+        """A hook as the core takes it (fixed point), as Nic.set_hook."""
+        self._deliver(lambda seq: encode(seq, {proc: hk}), f"process {proc}")
 
-    _fields_ = [("last_seq", ctypes.c_uint32), ("taken", ctypes.c_uint32), ("errors", ctypes.c_uint32),
-                ("last_error", ctypes.c_uint32), ("hooks", Hook * PROCS)]
-
-
-class DeviceMailbox:
-    """The device side's mailbox logic, compiled for the host."""
-
-    def __init__(self):
-        path = build_shared_library("prcmailbox", [DOCA_DIR / "mailbox_host.c"],
-                                    [DOCA_DIR / "prc_mailbox.h", *(BPF_DIR / "cc").glob("*.h")])
-        self.lib = ctypes.CDLL(str(path))
-        self.lib.prc_mailbox_handle.argtypes = [ctypes.POINTER(MailboxState), ctypes.c_char_p, ctypes.c_uint]
-        self.lib.prc_mailbox_handle.restype = ctypes.c_int
-        self.lib.prc_mailbox_state_size.restype = ctypes.c_size_t
-        self.state = MailboxState()
-
-    def handle(self, message: bytes) -> int:
-        """What doca_pcc_dev_user_mailbox_handle does with a request: the status."""
-        return self.lib.prc_mailbox_handle(ctypes.byref(self.state), message, len(message))
-
-    def hook(self, proc: int) -> Hook:
-        return Hook.from_buffer_copy(self.state.hooks[proc])
+    def bind(self, bindings: dict[int, int | None]) -> None:
+        self._deliver(lambda seq: encode_bindings(seq, bindings), f"{len(bindings)} bindings")

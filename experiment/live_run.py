@@ -16,6 +16,7 @@ from scenario.live import LiveCC
 from testbed.topology import live_rate_bps
 
 FLOW_MESSAGE_BYTES = 2**31          # one RDMA WRITE per flow, longer than any run
+CC_TRACE_PAGES = 4096               # 16 MiB: 190,000 events, 1.7 s of a 1 Gb/s link, between drains
 
 
 @dataclass
@@ -48,6 +49,7 @@ class LiveResult:
     port_drops: dict[int, int] = field(default_factory=dict)            # ifindex -> tail drops
     send_errors: int = 0
     pacer: str = "cooperative"          # or "kernel" (sch_fq holds packets to their departure)
+    cc_trace: list = field(default_factory=list)     # dataplane.nic.CcTraceRecord, when recorded
 
     def shares(self, start_s: float, window_s: float) -> list[list[float]]:
         """Each flow's delivered rate as a fraction of line rate, per window
@@ -71,7 +73,8 @@ class LiveResult:
 
 def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: float,
               sample_every_s: float = 0.01, engine_cpu: int = 0, during=None,
-              settle_s: float = 0.0, hooks: dict | None = None, procs: list[int] | None = None) -> LiveResult:
+              settle_s: float = 0.0, hooks: dict | None = None, procs: list[int] | None = None,
+              cc_trace: bool = False) -> LiveResult:
     """Bring up the RNICs on testbed, send one long flow per (src, dst)
     for duration_s, sample, and report. The engine pins itself to one CPU
     (a busy-waiting engine sharing a core with the dataplane loses rate).
@@ -80,11 +83,14 @@ def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: f
     on the packets after settle_s (start-up, when every flow starts at line
     rate, is a transient). hooks: PRC hooks (dataplane.cc.Hook) by process,
     set before the flows start; procs: the process each flow's QPs belong
-    to (default: all to process 0)."""
+    to (default: all to process 0); cc_trace: record every CC event the
+    RNICs apply (result.cc_trace), for replay through another build of
+    the core."""
     affinity = os.sched_getaffinity(0)
     if engine_cpu not in affinity:
         engine_cpu = None
-    emu = Emulator(testbed, live, engine_cpu)       # steers receive work off the engine's CPU
+    emu = Emulator(testbed, live, engine_cpu,       # steers receive work off the engine's CPU
+                   cc_trace_pages=CC_TRACE_PAGES if cc_trace else 0)
     if engine_cpu is not None:
         os.sched_setaffinity(0, {engine_cpu})
     try:
@@ -114,6 +120,8 @@ def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: f
                 result.samples.append(Sample(now, [read_flow(tx, rx, f.send_qpn, f.recv_qpn) for f in results]))
                 for i in switch_ports:
                     result.queue_samples[i].append(stats_view[i].q_bytes)
+                if cc_trace:
+                    result.cc_trace += emu.nic.drain_cc_trace()
             return False
 
         # what `prc-emu top` needs to follow the run from another process
@@ -129,6 +137,8 @@ def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: f
         result.paused_ns = {i: stats_view[i].paused_ns for i in switch_ports}
         result.port_drops = {i: stats_view[i].drops for i in switch_ports}
         time.sleep(0.05)                     # the last packets reach the receiver
+        if cc_trace:
+            result.cc_trace += emu.nic.drain_cc_trace()
         for f in results:
             qp = emu.engine.qps[f.send_qpn]
             tx, rx = emu.tx_view[f.send_qpn], emu.rx_view[f.recv_qpn]
