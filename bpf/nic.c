@@ -31,21 +31,30 @@ BPF_ARRAY(crc32, struct crc32_table, 1);
 
 #ifdef NIC_CC_TRACE
 #include "cc_trace.h"
-BPF_RINGBUF_OUTPUT(cc_trace, NIC_CC_TRACE_PAGES);
-BPF_ARRAY(cc_trace_lost, __u64, 1);		/* records the ring had no room for */
+BPF_F_TABLE("array", __u32, struct cc_trace_record, cc_trace, NIC_CC_TRACE_RECORDS, BPF_F_MMAPABLE);
+BPF_F_TABLE("array", __u32, __u64, cc_trace_head, 1, BPF_F_MMAPABLE);
 
 static __always_inline void cc_trace_send(struct cc_trace_record *rec)
 {
-	__u32 zero = 0;
-	__u64 *lost;
+	__u32 zero = 0, slot;
+	__u64 *head, index;
+	struct cc_trace_record *out;
 
 	if (!rec->seq)				/* not filled: no event */
 		return;
-	if (cc_trace.ringbuf_output(rec, sizeof(*rec), 0) < 0) {
-		lost = cc_trace_lost.lookup(&zero);
-		if (lost)
-			__sync_fetch_and_add(lost, 1);
-	}
+	head = cc_trace_head.lookup(&zero);
+	if (!head)
+		return;
+	index = __sync_fetch_and_add(head, 1);
+	slot = index % NIC_CC_TRACE_RECORDS;
+	out = cc_trace.lookup(&slot);
+	if (!out)
+		return;
+	rec->mark = 0;
+	*out = *rec;
+	/* the mark last: x86 keeps stores in order once the compiler does */
+	__asm__ volatile("" ::: "memory");
+	out->mark = index + 1;
 }
 #define CC_TRACE_RECORDS(n) struct cc_trace_record trace[n] = {}
 #define CC_TRACE_FILL(i, ...) cc_trace_fill(&trace[i], __VA_ARGS__)

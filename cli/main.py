@@ -39,6 +39,9 @@ def _add_testbed_args(p: argparse.ArgumentParser) -> None:
 
 
 def _cc(args) -> int:
+    if args.action == "doca-replay":
+        from experiment.doca_replay import main as replay
+        return replay(args.run)
     from dataplane.cc_trace import main
     return main(args.events, args.png, args.line_rate_gbps, args.param)
 
@@ -51,6 +54,9 @@ def _add_cc_args(p: argparse.ArgumentParser) -> None:
     tr.add_argument("--line-rate-gbps", type=float, default=100.0)
     tr.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                     help="a DCQCN parameter by its firmware name, e.g. rpg_threshold=5")
+    dr = sub.add_parser("doca-replay", help="replay a run's recorded CC events through the DOCA PCC adapter "
+                        "and compare bit for bit")
+    dr.add_argument("run", help="a results folder of `prc-emu run SCENARIO --record-cc`")
 
 
 def _run(args) -> int:
@@ -64,7 +70,7 @@ def _run(args) -> int:
         print("prc-emu run: --seeds goes with --cc (one run per seed under each policy)", file=sys.stderr)
         return 2
     from experiment.run import main
-    return main(args.scenario, args.results, args.state_dir, args.capture, args.capture_s)
+    return main(args.scenario, args.results, args.state_dir, args.capture, args.capture_s, args.record_cc)
 
 
 def _policies(text: str) -> list[str]:
@@ -79,6 +85,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    help="capture both directions on NODE's port to PEER (e.g. s0:h2) into the results "
                         "folder, from the end of traffic.settle_s on; repeatable")
     p.add_argument("--capture-s", type=float, default=0.5, help="seconds each capture lasts (default 0.5)")
+    p.add_argument("--record-cc", action="store_true", help="record every CC event the RNICs apply into "
+                   "the results folder, for `prc-emu cc doca-replay`")
     p.add_argument("--cc", metavar="POLICY,...", help="a job scenario under each of these policies (dcqcn, prc, "
                    "oracle, mltcp), interleaved per seed: the same as `compare SCENARIO --cc ... --runs N`")
     p.add_argument("--seeds", type=int, help="with --cc: how many seeds (runs per policy; default 2)")

@@ -66,7 +66,8 @@ class CcTraceRecord(ctypes.Structure):
     RNIC applied, its inputs and the state it left."""
 
     _fields_ = [("now_ns", ctypes.c_uint64), ("qpn", ctypes.c_uint32), ("seq", ctypes.c_uint32),
-                ("kind", ctypes.c_uint32), ("bytes", ctypes.c_uint32), ("hook", Hook), ("st", State)]
+                ("kind", ctypes.c_uint32), ("bytes", ctypes.c_uint32), ("hook", Hook), ("st", State),
+                ("mark", ctypes.c_uint64)]
 
 
 class QpRx(ctypes.Structure):
@@ -105,26 +106,65 @@ def crc32_table() -> list[int]:
     return table
 
 
+class CcTraceReader:
+    """The CC trace ring (bpf/include/cc_trace.h) read from its mmapped
+    maps: records copied out in bulk, each taken once its mark shows it
+    whole."""
+
+    def __init__(self, bpf):
+        import numpy as np
+
+        from dataplane.bpf_mmap import MmapArray
+
+        self._ring = MmapArray(bpf["cc_trace"], CcTraceRecord)
+        self._head = MmapArray(bpf["cc_trace_head"], ctypes.c_uint64)
+        self._records = np.frombuffer(self._ring.items, dtype=np.uint8).reshape(self._ring.count, -1)
+        self._mark_at = CcTraceRecord.mark.offset
+        self.taken = 0
+
+    def drain(self) -> bytes:
+        import numpy as np
+
+        head, size = self._head[0], self._ring.count
+        if head - self.taken > size:
+            raise RuntimeError(f"the CC trace ring was lapped: {head - self.taken - size} records overwritten "
+                               f"(drain it more often or give it more records)")
+        index = np.arange(self.taken, head, dtype=np.uint64)
+        slots = (index % size).astype(np.int64)
+        out = self._records[slots]                 # a copy: later writers cannot touch it
+        marks = out[:, self._mark_at:self._mark_at + 8].copy().view(np.uint64).ravel()
+        whole = marks == index + 1
+        ready = len(whole) if whole.all() else int(np.argmin(whole))     # up to the first one still written
+        self.taken += ready
+        return out[:ready].tobytes()
+
+    def close(self) -> None:
+        self._records = None
+        self._ring.close()
+        self._head.close()
+
+
+def cc_trace_records(raw: bytes) -> list[CcTraceRecord]:
+    size = ctypes.sizeof(CcTraceRecord)
+    return [CcTraceRecord.from_buffer_copy(raw, i) for i in range(0, len(raw), size)]
+
+
 class Nic:
     """bpf/nic.c compiled and loaded: nic_tx (SCHED_CLS) and nic_rx (XDP)
     share its maps."""
 
-    def __init__(self, defines: dict | None = None, cc_trace_pages: int = 0):
-        """cc_trace_pages: record every CC event the RNIC applies into a
-        ring of that many pages (a power of two; 0: no trace), read with
-        drain_cc_trace() often enough that it does not fill."""
+    def __init__(self, defines: dict | None = None, cc_trace_records: int = 0):
+        """cc_trace_records: record every CC event the RNIC applies into a
+        ring of that many records (0: no trace), read with drain_cc_trace()
+        often enough that the writers do not lap the reader."""
         from bcc import BPF
 
         from dataplane.bpf_build import compile_bpf
 
-        if cc_trace_pages:
-            if cc_trace_pages & (cc_trace_pages - 1):
-                raise ValueError(f"the CC trace ring takes a power of two pages, got {cc_trace_pages}")
-            defines = {**(defines or {}), "NIC_CC_TRACE": True, "NIC_CC_TRACE_PAGES": cc_trace_pages}
+        if cc_trace_records:
+            defines = {**(defines or {}), "NIC_CC_TRACE": True, "NIC_CC_TRACE_RECORDS": cc_trace_records}
         self.bpf = compile_bpf("nic", defines)
-        self._trace: list[bytes] = []
-        if cc_trace_pages:
-            self.bpf["cc_trace"].open_ring_buffer(self._take_record)
+        self._trace = CcTraceReader(self.bpf) if cc_trace_records else None
         self.tx_fn = self.bpf.load_func("nic_tx", BPF.SCHED_CLS)
         self.rx_fn = self.bpf.load_func("nic_rx", BPF.XDP)
         table = self.bpf["crc32"]
@@ -184,20 +224,12 @@ class Nic:
         kernel's and not written)."""
         self._set("qp_cc", qpn, QpCc())
 
-    def _take_record(self, _ctx, data, size) -> None:
-        self._trace.append(ctypes.string_at(data, size))
-
-    def drain_cc_trace(self) -> list[CcTraceRecord]:
-        """The CC events recorded since the last drain, in the ring's order
-        (sort one QP's by seq: two CPUs may send out of order). Raises
-        when the ring lost records: a replay needs every event."""
-        self.bpf.ring_buffer_consume()
-        lost = self.bpf["cc_trace_lost"][ctypes.c_int(0)].value
-        if lost:
-            raise RuntimeError(f"the CC trace ring lost {lost} records: drain it more often or give it more pages")
-        records = [CcTraceRecord.from_buffer_copy(raw) for raw in self._trace]
-        self._trace.clear()
-        return records
+    def drain_cc_trace(self) -> bytes:
+        """The CC events recorded since the last drain, as raw
+        CcTraceRecords in the ring's order (sort one QP's by seq: two CPUs
+        may store out of order). Raises when records were overwritten
+        before this drain: a replay needs every event."""
+        return self._trace.drain()
 
     def reset(self, qps=range(MAX_QPS), procs=range(MAX_PROCS)) -> None:
         """Zero the per-QP and per-process entries (array maps cannot be
@@ -210,4 +242,6 @@ class Nic:
                 table[table.Key(i)] = zero
 
     def close(self) -> None:
+        if self._trace is not None:
+            self._trace.close()
         self.bpf.cleanup()

@@ -63,7 +63,7 @@ class Emulator:
     lateness 64-100 us and 5-20% of 100-packet windows over 5% under the
     BPF rate without it; 18 us and none with it)."""
 
-    def __init__(self, testbed, live: LiveCC = LiveCC(), engine_cpu: int | None = 0, cc_trace_pages: int = 0):
+    def __init__(self, testbed, live: LiveCC = LiveCC(), engine_cpu: int | None = 0, cc_trace_records: int = 0):
         self.testbed = testbed
         self.plan = testbed.plan
         sc = self.plan.scenario
@@ -73,14 +73,14 @@ class Emulator:
         self.nic = self.switch = None
         self.sockets, self._views = {}, []
         try:
-            self._bring_up(testbed, live, engine_cpu, cc_trace_pages)
+            self._bring_up(testbed, live, engine_cpu, cc_trace_records)
         except BaseException:
             self.close()          # an attach that failed halfway leaves no fds or mappings behind
             raise
 
-    def _bring_up(self, testbed, live: LiveCC, engine_cpu: int | None, cc_trace_pages: int) -> None:
+    def _bring_up(self, testbed, live: LiveCC, engine_cpu: int | None, cc_trace_records: int) -> None:
         sc = self.plan.scenario
-        self.nic = Nic(cc_trace_pages=cc_trace_pages)
+        self.nic = Nic(cc_trace_records=cc_trace_records)
         self.switch = SwitchPorts()
         self.pacer = testbed.record.get("pacer", "cooperative")
         # the longest a hop holds a packet: a full buffer at the slowest port, then a link

@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 
 from dataplane.counters import Sample, read_flow
 from dataplane.fidelity import QpFidelity, qp_fidelity
+from dataplane.nic import cc_trace_records
 from dataplane.tx_engine import now_ns
 from experiment.emulator import Emulator
 from scenario.live import LiveCC
 from testbed.topology import live_rate_bps
 
 FLOW_MESSAGE_BYTES = 2**31          # one RDMA WRITE per flow, longer than any run
-CC_TRACE_PAGES = 4096               # 16 MiB: 190,000 events, 1.7 s of a 1 Gb/s link, between drains
+CC_TRACE_RECORDS = 1 << 18          # 24 MiB: 1.8 s of a 1 Gb/s link's events between drains
 
 
 @dataclass
@@ -90,7 +91,7 @@ def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: f
     if engine_cpu not in affinity:
         engine_cpu = None
     emu = Emulator(testbed, live, engine_cpu,       # steers receive work off the engine's CPU
-                   cc_trace_pages=CC_TRACE_PAGES if cc_trace else 0)
+                   cc_trace_records=CC_TRACE_RECORDS if cc_trace else 0)
     if engine_cpu is not None:
         os.sched_setaffinity(0, {engine_cpu})
     try:
@@ -106,6 +107,7 @@ def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: f
         result.queue_samples = {i: [] for i in switch_ports}
         period = int(sample_every_s * 1e9)
         next_sample = [0]
+        trace_chunks: list[bytes] = []       # raw records: converted once the run is over
 
         start = now_ns()
         pending = list(during or [])
@@ -121,7 +123,7 @@ def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: f
                 for i in switch_ports:
                     result.queue_samples[i].append(stats_view[i].q_bytes)
                 if cc_trace:
-                    result.cc_trace += emu.nic.drain_cc_trace()
+                    trace_chunks.append(emu.nic.drain_cc_trace())
             return False
 
         # what `prc-emu top` needs to follow the run from another process
@@ -138,7 +140,8 @@ def run_flows(testbed, live: LiveCC, flows: list[tuple[str, str]], duration_s: f
         result.port_drops = {i: stats_view[i].drops for i in switch_ports}
         time.sleep(0.05)                     # the last packets reach the receiver
         if cc_trace:
-            result.cc_trace += emu.nic.drain_cc_trace()
+            trace_chunks.append(emu.nic.drain_cc_trace())
+            result.cc_trace = cc_trace_records(b"".join(trace_chunks))
         for f in results:
             qp = emu.engine.qps[f.send_qpn]
             tx, rx = emu.tx_view[f.send_qpn], emu.rx_view[f.recv_qpn]

@@ -177,7 +177,7 @@ def on_testbed(scenario, scenario_path: str, results_root: str, store, body):
 
 
 def main(scenario_path: str, results_root: str, state_dir: str | None, captures: list[str] = (),
-         capture_s: float = 0.5) -> int:
+         capture_s: float = 0.5, record_cc: bool = False) -> int:
     from experiment.live_run import run_flows
     from scenario.spec import ScenarioError, load_scenario
     from testbed.state import StateStore, state_dir as resolve_state_dir
@@ -185,8 +185,9 @@ def main(scenario_path: str, results_root: str, state_dir: str | None, captures:
     try:
         scenario = load_scenario(scenario_path)
         capture_ports = _capture_ports(scenario, list(captures))
-        if scenario.jobs and capture_ports:
-            raise ValueError("--capture is for [traffic] scenarios; this one runs [[job]] tables")
+        if scenario.jobs and (capture_ports or record_cc):
+            raise ValueError(f"{'--capture' if capture_ports else '--record-cc'} is for [traffic] scenarios; "
+                             f"this one runs [[job]] tables")
         if not 0 < capture_s <= scenario.traffic.duration_s:
             raise ValueError(f"--capture-s must be in (0, traffic.duration_s], got {capture_s}")
     except ValueError as exc:           # ScenarioError included
@@ -205,7 +206,12 @@ def main(scenario_path: str, results_root: str, state_dir: str | None, captures:
         result = run_flows(testbed, scenario.live, list(scenario.traffic.flows),
                            scenario.traffic.duration_s, scenario.traffic.sample_every_s,
                            settle_s=scenario.traffic.settle_s,
-                           during=[(scenario.traffic.settle_s, start) for start in starts])
+                           during=[(scenario.traffic.settle_s, start) for start in starts],
+                           cc_trace=record_cc)
+        if record_cc:
+            from dataplane.cc import core_params
+            from experiment.doca_replay import write_trace
+            write_trace(out, result.cc_trace, core_params(scenario.live.dcqcn, scenario.dilation))
         out.csv("flows.csv", FLOW_COLUMNS, _rows(result, result.line_rate_bps / 1e6))
         out.csv("queues.csv", ["sample", "port_ifindex", "model_queue_bytes"],
                 ([i, port, q] for port, qs in result.queue_samples.items() for i, q in enumerate(qs)))

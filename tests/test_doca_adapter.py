@@ -197,3 +197,41 @@ def test_a_live_runs_recorded_events_replay_bit_exact_across_the_wrap():
     assert report.flows == 2 and report.events > 10_000 and cnps > 20
     assert report.wraps == 2                         # the wrap put mid-trace falls inside both flows' events
     assert report.exact, (report.rate_mismatches[:3], report.state_mismatches[:3])
+
+
+def _cli(*args):
+    import sys
+    from pathlib import Path
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parent.parent, timeout=120)
+
+
+def test_doca_replay_of_a_written_trace_says_bit_exact(tmp_path):
+    from experiment.doca_replay import write_trace
+    from experiment.results import ResultsWriter
+
+    with ResultsWriter(tmp_path, "run1") as out:
+        write_trace(out, _synthetic_trace(5, flows=2, events=300), PARAMS)
+    proc = _cli("cc", "doca-replay", str(tmp_path / "run1"))
+    assert proc.returncode == 0, proc.stderr
+    assert "replayed 600 CC events" in proc.stdout and proc.stdout.strip().endswith("bit-exact")
+
+
+def test_doca_replay_refuses_a_missing_or_cut_trace_in_one_line(tmp_path):
+    from experiment.doca_replay import TRACE_FILE, write_trace
+    from experiment.results import ResultsWriter
+
+    proc = _cli("cc", "doca-replay", str(tmp_path))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--record-cc" in proc.stderr
+    with ResultsWriter(tmp_path, "run1") as out:
+        write_trace(out, _synthetic_trace(5, flows=1, events=10), PARAMS)
+    trace = tmp_path / "run1" / TRACE_FILE
+    trace.write_bytes(trace.read_bytes()[:-1])
+    proc = _cli("cc", "doca-replay", str(tmp_path / "run1"))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "is not 10 records" in proc.stderr
+
+
+def test_recording_cc_events_is_for_flow_scenarios(tmp_path):
+    proc = _cli("run", "examples/training.toml", "--record-cc", "--results", str(tmp_path))
+    assert proc.returncode == 2 and "--record-cc is for [traffic] scenarios" in proc.stderr
+    assert list(tmp_path.iterdir()) == []

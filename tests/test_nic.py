@@ -11,7 +11,7 @@ import pytest
 from dataplane import roce, tshark
 from dataplane.cc import EV_CNP, EV_TX, Event, Hook, HostCC, core_params
 from dataplane.nic import (F_KERNEL_PACER, F_PASS_DATA, Nic, NicConfig, QpCc, QpCtx, QpRx, QpTx,
-                           crc32_table, sender_sport)
+                           cc_trace_records, crc32_table, sender_sport)
 from dataplane.layout import ctypes_fields
 from dataplane.prog_test_run import prog_test_run
 from scenario.dcqcn import DcqcnConfig
@@ -178,7 +178,7 @@ def test_sent_bytes_reach_the_core_in_32_byte_units_with_the_rest_carried(nic):
 
 @pytest.fixture(scope="module")
 def tracing_nic():
-    n = Nic(cc_trace_pages=16)
+    n = Nic(cc_trace_records=4)
     yield n
     n.close()
 
@@ -199,7 +199,7 @@ def test_a_trace_records_each_cc_event_with_the_state_it_left(tracing_nic):
     rx(nic, cnp)                                     # waits 100 us: no event yet
     time.sleep(0.001)
     tx(nic, data(psn=1, payload=999))                # the CNP, then the bytes
-    records = nic.drain_cc_trace()
+    records = cc_trace_records(nic.drain_cc_trace())
     assert [(r.qpn, r.seq, r.kind) for r in records] == [(SENDER, 1, EV_TX), (SENDER, 2, EV_CNP),
                                                          (SENDER, 3, EV_TX)]
     assert all(r.hook.weight == 3 * 1024 for r in records)
@@ -208,7 +208,11 @@ def test_a_trace_records_each_cc_event_with_the_state_it_left(tracing_nic):
                                                              hook=r.hook) for r in records])
     assert [s.key() for s in states] == [r.st.key() for r in records]
     assert records[-1].st.key() == nic.cc_state(SENDER).key()
-    assert nic.drain_cc_trace() == []
+    assert nic.drain_cc_trace() == b""
+    for psn in range(2, 7):                          # five events into a ring of four, no drain between
+        tx(nic, data(psn=psn))
+    with pytest.raises(RuntimeError, match="lapped: 1 records overwritten"):
+        nic.drain_cc_trace()
 
 
 def test_the_responder_takes_packets_in_psn_order_only(nic):
