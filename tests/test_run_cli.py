@@ -60,7 +60,12 @@ def test_run_writes_a_complete_results_folder(tmp_path):
     _capture_is_whole_and_timed(rdpcap(str(folder / "capture-s0-h2.pcap")), summary)
     assert summary["valid"] and len(summary["flows"]) == 2
     assert summary["pacer"].startswith("cooperative") and "early packets: 0" in summary["pacer"]
-    assert all(0.35 <= f["share_of_line"] <= 0.65 for f in summary["flows"])
+    # Measured in 6 runs: 0.92-0.98 of line in all, 0.42-0.56 a flow; in 1
+    # a start-up overshoot to Xoff began a cycle of pauses (test_live_dcqcn)
+    # and the flows took 0.39 and 0.37. What holds in every run: they
+    # share evenly and use most of the link.
+    assert all(0.3 <= f["share_of_line"] <= 0.65 for f in summary["flows"])
+    assert summary["total_share_of_line"] >= 0.65
     assert summary["jain_fairness"] > 0.95
     assert (summary["pauses"] == 0) == (summary["paused_ms"] == 0)      # lossless by default
     assert summary["retransmits"] == sum(f["retransmits"] for f in summary["flows"])
