@@ -57,6 +57,7 @@ def _library() -> ctypes.CDLL:
     lib.prc_host_mailbox_state.restype = ctypes.POINTER(MailboxState)
     lib.prc_host_qp_proc.argtypes = [u32]
     lib.prc_host_qp_proc.restype = u32
+    lib.prc_host_mailbox_state_size.restype = ctypes.c_size_t
     lib.doca_pcc_dev_get_algo_params.argtypes = [u32, u32]
     lib.doca_pcc_dev_get_algo_params.restype = u32p
     lib.doca_pcc_dev_get_counters.argtypes = [u32, u32]
@@ -94,7 +95,8 @@ class DocaDevice:
         response, size = (ctypes.c_uint32 * 4)(), ctypes.c_uint32()
         rc = self.lib.prc_host_mailbox(message, len(message), response, ctypes.sizeof(response), ctypes.byref(size))
         status = response[0]
-        assert size.value == 16 and rc == (status != 0), (rc, status, size.value)
+        if size.value != ctypes.sizeof(response) or rc != (status != 0):
+            raise RuntimeError(f"the mailbox handler returned {rc} with a {size.value}-byte response of status {status}")
         return status
 
     @property

@@ -195,6 +195,7 @@ doca_pcc_dev_error_t doca_pcc_dev_user_mailbox_handle(void *request, uint32_t re
 #ifdef PRC_DOCA_HOST
 /* The host harness reads the device's tables and starts it afresh. */
 const struct prc_mailbox_state *prc_host_mailbox_state(void) { return &prc_mailbox; }
+unsigned long prc_host_mailbox_state_size(void) { return sizeof(prc_mailbox); }
 cc_u32 prc_host_qp_proc(cc_u32 qpn) { return prc_qp_proc(&prc_mailbox.qps, qpn); }
 
 void prc_host_reset(void)
