@@ -33,6 +33,7 @@ from dataplane.cc import EV_CNP, EV_TX, EVENT_DTYPE, RATE_ONE, STATE_DTYPE, WEIG
 from scenario.live import ROCE_HEADROOM
 
 ETHERNET_HEADER = 14
+TX_UNIT_BYTES = 32              # the RNIC's TX byte counter unit (bpf/include/nic_logic.h)
 NEVER = np.inf
 
 
@@ -212,8 +213,9 @@ class FluidNetwork:
     def _cc_events(self, moved: np.ndarray, end: float) -> None:
         """Each QP's CNP that arrived, then its bytes sent, into the core."""
         cnp = np.nonzero(self.cnp_due <= end)[0]
-        total = moved + self.carry
-        sent_bytes = np.floor(total)
+        # wire bytes in 32-byte units, the rest carried: as the RNIC and DOCA PCC count them
+        total = moved * self.wire_factor + self.carry
+        sent_bytes = np.floor(total / TX_UNIT_BYTES) * TX_UNIT_BYTES
         self.carry = total - sent_bytes
         tx = np.nonzero(sent_bytes > 0)[0]
         qp = np.concatenate([cnp, tx])
@@ -223,7 +225,7 @@ class FluidNetwork:
         events["kind"][:len(cnp)] = EV_CNP
         events["now_ns"][:len(cnp)] = self.cnp_due[cnp].astype(np.uint64)
         events["kind"][len(cnp):] = EV_TX
-        events["bytes"][len(cnp):] = np.minimum(sent_bytes[tx] * self.wire_factor, 0xFFFFFFFF).astype(np.uint32)
+        events["bytes"][len(cnp):] = np.minimum(sent_bytes[tx], 0xFFFFFFFF).astype(np.uint32)
         events["now_ns"][len(cnp):] = np.uint64(end)
         procs = self.proc[qp]
         events["hook"]["weight"] = self.hooks.weight[procs]
