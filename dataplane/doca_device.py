@@ -130,6 +130,7 @@ class ReplayReport:
     flows: int
     events: int
     wraps: int                                    # 32-bit time wraps the flows' events crossed
+    hook_messages: int = 0                        # hook changes sent through the mailbox
     rate_mismatches: list = field(default_factory=list)     # (qpn, seq, BPF rate, adapter rate)
     state_mismatches: list = field(default_factory=list)    # (qpn, seq): another word differs
 
@@ -209,6 +210,7 @@ def replay_trace(device: DocaDevice, records, params: Params, wrap_at_ns: int | 
             if sent is None or bytes(hk) != bytes(sent):
                 mailbox.set_hook(flow, hk)
                 sent = Hook.from_buffer_copy(hk)
+                report.hook_messages += 1
             stop = start + 1
             while stop < len(rs) and bytes(rs[stop].hook) == bytes(hk):
                 stop += 1

@@ -57,7 +57,8 @@ def main(run: str) -> int:
         return 2
     cnps = sum(r.kind == EV_CNP for r in records)
     print(f"replayed {report.events:,} CC events ({cnps:,} CNPs) of {report.flows} QPs through the DOCA PCC "
-          f"adapter; the flows' 32-bit clocks wrapped {report.wraps} times")
+          f"adapter, with {report.hook_messages:,} hook changes through its mailbox; the flows' 32-bit clocks "
+          f"wrapped {report.wraps} times")
     print(f"  rates differing: {len(report.rate_mismatches)}; other state words differing: "
           f"{len(report.state_mismatches)}")
     for qpn, seq, bpf, adapter in report.rate_mismatches[:5]:

@@ -12,12 +12,11 @@ from dataplane.counters import Sample, read_flow
 from dataplane.fidelity import QpFidelity, qp_fidelity
 from dataplane.nic import cc_trace_records
 from dataplane.tx_engine import now_ns
-from experiment.emulator import Emulator
+from experiment.emulator import CC_TRACE_RECORDS, Emulator
 from scenario.live import LiveCC
 from testbed.topology import live_rate_bps
 
 FLOW_MESSAGE_BYTES = 2**31          # one RDMA WRITE per flow, longer than any run
-CC_TRACE_RECORDS = 1 << 18          # 24 MiB: 1.8 s of a 1 Gb/s link's events between drains
 
 
 @dataclass

@@ -185,9 +185,8 @@ def main(scenario_path: str, results_root: str, state_dir: str | None, captures:
     try:
         scenario = load_scenario(scenario_path)
         capture_ports = _capture_ports(scenario, list(captures))
-        if scenario.jobs and (capture_ports or record_cc):
-            raise ValueError(f"{'--capture' if capture_ports else '--record-cc'} is for [traffic] scenarios; "
-                             f"this one runs [[job]] tables")
+        if scenario.jobs and capture_ports:
+            raise ValueError("--capture is for [traffic] scenarios; this one runs [[job]] tables")
         if not 0 < capture_s <= scenario.traffic.duration_s:
             raise ValueError(f"--capture-s must be in (0, traffic.duration_s], got {capture_s}")
     except ValueError as exc:           # ScenarioError included
@@ -196,7 +195,7 @@ def main(scenario_path: str, results_root: str, state_dir: str | None, captures:
         return 2
     store = StateStore(resolve_state_dir(state_dir))
     if scenario.jobs:
-        return run_jobs(scenario, scenario_path, results_root, store)
+        return run_jobs(scenario, scenario_path, results_root, store, record_cc)
 
     def flows(testbed, out) -> dict:
         print(f"testbed {testbed.run_id} up; sending {len(scenario.traffic.flows)} flows for "
@@ -209,9 +208,7 @@ def main(scenario_path: str, results_root: str, state_dir: str | None, captures:
                            during=[(scenario.traffic.settle_s, start) for start in starts],
                            cc_trace=record_cc)
         if record_cc:
-            from dataplane.cc import core_params
-            from experiment.doca_replay import write_trace
-            write_trace(out, result.cc_trace, core_params(scenario.live.dcqcn, scenario.dilation))
+            write_cc_trace(out, result.cc_trace, scenario)
         out.csv("flows.csv", FLOW_COLUMNS, _rows(result, result.line_rate_bps / 1e6))
         out.csv("queues.csv", ["sample", "port_ifindex", "model_queue_bytes"],
                 ([i, port, q] for port, qs in result.queue_samples.items() for i, q in enumerate(qs)))
@@ -239,16 +236,26 @@ def main(scenario_path: str, results_root: str, state_dir: str | None, captures:
     return 0 if summary["valid"] else 3
 
 
-def workload_body(scenario, progress=None):
+def workload_body(scenario, progress=None, record_cc: bool = False):
     """on_testbed's body for a scenario's [[job]] tables: the workload runs
     until its training jobs finish; results as experiment.workload_report
-    writes them."""
+    writes them (and the CC trace, with record_cc)."""
     from experiment import workload_report
     from experiment.workload_live import run_workload
 
     def body(testbed, out) -> dict:
-        return workload_report.write(out, run_workload(testbed, scenario, progress=progress), scenario)
+        result = run_workload(testbed, scenario, progress=progress, cc_trace=record_cc)
+        if record_cc:
+            write_cc_trace(out, result.cc_trace, scenario)
+        return workload_report.write(out, result, scenario)
     return body
+
+
+def write_cc_trace(out, records, scenario) -> None:
+    from dataplane.cc import core_params
+    from experiment.doca_replay import write_trace
+
+    write_trace(out, records, core_params(scenario.live.dcqcn, scenario.dilation))
 
 
 def iteration_counter(scenario, prefix: str = "  "):
@@ -266,9 +273,9 @@ def iteration_counter(scenario, prefix: str = "  "):
     return progress
 
 
-def run_jobs(scenario, scenario_path: str, results_root: str, store) -> int:
+def run_jobs(scenario, scenario_path: str, results_root: str, store, record_cc: bool = False) -> int:
     """The scenario's [[job]] tables on a fresh testbed, with a summary."""
-    run_body = workload_body(scenario, iteration_counter(scenario))
+    run_body = workload_body(scenario, iteration_counter(scenario), record_cc)
 
     def jobs(testbed, out) -> dict:
         print(f"testbed {testbed.run_id} up; running {len(scenario.jobs)} jobs "

@@ -11,7 +11,8 @@ import os
 from control.controller import Controller
 from dataplane import roce
 from dataplane.tx_engine import now_ns
-from experiment.emulator import Emulator
+from dataplane.nic import cc_trace_records
+from experiment.emulator import CC_TRACE_RECORDS, Emulator
 from testbed.probes import backlog_drops
 from testbed.topology import live_rate_bps
 from workload import events as ev
@@ -64,14 +65,16 @@ class LiveTransport:
         self.engine.post(send_qpn, nbytes, on_complete=lambda m: on_sent(m.completed_ns))
 
 
-def run_workload(testbed, scenario, engine_cpu: int = 0, limit_s: float = 600.0, progress=None) -> WorkloadResult:
+def run_workload(testbed, scenario, engine_cpu: int = 0, limit_s: float = 600.0, progress=None,
+                 cc_trace: bool = False) -> WorkloadResult:
     """Run the scenario's jobs on testbed until every training job is done
-    (or limit_s live seconds). progress(event) sees every event."""
+    (or limit_s live seconds). progress(event) sees every event; cc_trace:
+    record every CC event the RNICs apply (result.cc_trace)."""
     live = scenario.live
     affinity = os.sched_getaffinity(0)
     if engine_cpu not in affinity:
         engine_cpu = None
-    emu = Emulator(testbed, live, engine_cpu)
+    emu = Emulator(testbed, live, engine_cpu, cc_trace_records=CC_TRACE_RECORDS if cc_trace else 0)
     emu.engine.log_packets = False      # no per-packet fidelity log: a workload run reports none
     if engine_cpu is not None:
         os.sched_setaffinity(0, {engine_cpu})
@@ -96,6 +99,7 @@ def run_workload(testbed, scenario, engine_cpu: int = 0, limit_s: float = 600.0,
         result.queue_bytes = {name: [] for name in ports}
         rx, stats = emu.rx_view, emu.stats_view
         next_sample = [0]
+        trace_chunks: list[bytes] = []
 
         def until() -> bool:
             now = now_ns()
@@ -105,6 +109,8 @@ def run_workload(testbed, scenario, engine_cpu: int = 0, limit_s: float = 600.0,
                     result.proc_bytes[proc].append((now, sum(rx[q].delivered_bytes for q in qpns)))
                 for name, ifindex in ports.items():
                     result.queue_bytes[name].append((now, stats[ifindex].q_bytes))
+                if cc_trace:
+                    trace_chunks.append(emu.nic.drain_cc_trace())
             return workload.finished
 
         controller = Controller(scenario.control, workload, emu.hooks, scenario.dilation)
@@ -114,6 +120,9 @@ def run_workload(testbed, scenario, engine_cpu: int = 0, limit_s: float = 600.0,
         workload.start()
         emu.engine.run(duration_s=limit_s, until=until)
         result.wall_s = (now_ns() - start) / 1e9
+        if cc_trace:
+            trace_chunks.append(emu.nic.drain_cc_trace())
+            result.cc_trace = cc_trace_records(b"".join(trace_chunks))
         result.finished = workload.finished
         result.backlog_drops = backlog_drops() - backlog_before
         result.pause_events = sum(stats[i].pause_events for i in ports.values())

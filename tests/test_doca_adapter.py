@@ -231,7 +231,36 @@ def test_doca_replay_refuses_a_missing_or_cut_trace_in_one_line(tmp_path):
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "is not 10 records" in proc.stderr
 
 
-def test_recording_cc_events_is_for_flow_scenarios(tmp_path):
-    proc = _cli("run", "examples/training.toml", "--record-cc", "--results", str(tmp_path))
-    assert proc.returncode == 2 and "--record-cc is for [traffic] scenarios" in proc.stderr
-    assert list(tmp_path.iterdir()) == []
+def _record_prc_training_and_replay():
+    """A short training run under PRC (a straggler in iteration 3), every
+    CC event recorded, replayed through the adapter with the hooks the
+    controller wrote going through its mailbox."""
+    import tempfile
+    import tomllib
+    from pathlib import Path
+
+    from experiment.workload_live import run_workload
+    from scenario.spec import parse_scenario
+    from testbed.builder import Testbed
+    from testbed.state import StateStore
+
+    data = tomllib.loads((Path(__file__).resolve().parent.parent / "examples/training.toml").read_text())
+    data["job"][0]["iterations"] = 5
+    data["job"][0]["straggler"][0]["iterations"] = [3]
+    data["control"] = {"policy": "prc"}
+    scenario = parse_scenario(data)
+    with tempfile.TemporaryDirectory() as state, Testbed.up(scenario, StateStore(state)) as testbed:
+        result = run_workload(testbed, scenario, limit_s=60, cc_trace=True)
+    report = replay_trace(DocaDevice(), result.cc_trace, core_params(scenario.live.dcqcn, scenario.dilation))
+    return report, result.finished, len(result.decisions)
+
+
+@pytest.mark.root
+@pytest.mark.bcc
+@pytest.mark.netns
+def test_a_live_prc_runs_events_and_hook_writes_replay_bit_exact():
+    report, finished, decisions = run_sandboxed(_record_prc_training_and_replay, timeout_s=300)
+    assert finished and decisions > 0
+    assert report.flows == 8 and report.events > 50_000
+    assert report.hook_messages > report.flows          # the controller changed hooks during the run
+    assert report.exact, (report.rate_mismatches[:3], report.state_mismatches[:3])

@@ -26,6 +26,7 @@ class WorkloadResult:
     finished: bool = False
     wall_s: float = 0.0
     simulator: dict | None = None                          # a simulated run: its step, steps and QPs
+    cc_trace: list = field(default_factory=list)           # the RNICs' CC events, when recorded (live)
 
     def job_bytes(self, job: str) -> list[tuple[int, int]]:
         """[(t_ns, bytes delivered by the job's QPs)], from its processes' series."""
