@@ -55,7 +55,7 @@ class TxQp(ctypes.Structure):
 
 TxPort._fields_ = [("free_at", ctypes.c_uint64), ("ps_per_byte", ctypes.c_uint64), ("vclock", ctypes.c_uint64),
                    ("qps", ctypes.POINTER(ctypes.POINTER(TxQp))),
-                   ("n_qps", ctypes.c_uint32), ("reserved", ctypes.c_uint32), ("last", ctypes.c_void_p)]
+                   ("n_qps", ctypes.c_uint32), ("slack_ns", ctypes.c_uint32), ("last", ctypes.c_void_p)]
 
 
 class TxSchedEntry(ctypes.Structure):

@@ -74,8 +74,10 @@ class NicPort:
     """A host NIC's port that its QPs share (struct tx_port: the arbiter's
     state in C) and the C array of those QPs."""
 
-    def __init__(self, rate_bps: float):
-        self.c = TxPort(ps_per_byte=int(8e12 / rate_bps))
+    def __init__(self, rate_bps: float, slack_ns: int = 0):
+        """slack_ns: wire time lost to the engine's delays that the port may
+        make up by sending sooner (the pacer's slack)."""
+        self.c = TxPort(ps_per_byte=int(8e12 / rate_bps), slack_ns=slack_ns)
         self._members: list = []
         self._array = None              # C reads it: kept alive here
 

@@ -145,7 +145,7 @@ class Emulator:
                            ack_delay_ns=2 * self.endpoint_delay_ns(src, dst))
         # the host's QPs share its NIC port, in turns weighted by their processes' PRC weights
         if src not in self._nic_ports:
-            self._nic_ports[src] = NicPort(port.rate_bps)
+            self._nic_ports[src] = NicPort(port.rate_bps, int(self.live.pacing_slack_us * 1000))
         self.engine.share_port(send_qpn, self._nic_ports[src], self.hooks.weight_address(proc))
         self._receivers[recv_qpn] = (src, dst)
         if self.live.red.lossless:

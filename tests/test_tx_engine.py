@@ -20,7 +20,7 @@ from dataplane.nic import (ACKED_PSN_WORD, ACKED_RING_WORD, DEPARTURE_WORD, MESS
                            QP_RX_WORDS, QP_TX_WORDS, STAMP_RING, TAKEN_RING_WORD)
 from dataplane.tx_engine import TxEngine, now_ns
 from dataplane.tx_frames import FrameFactory
-from dataplane.tx_qp import PortCredit
+from dataplane.tx_qp import NicPort, PortCredit
 
 ADDR = roce.FlowAddr(src_ip="198.18.0.1", dst_ip="198.18.0.3", sport=0xC001)
 DEST_QP, QPN, MTU = 0x1234, 3, 1024
@@ -132,6 +132,27 @@ def test_no_packet_leaves_before_its_departure_time(setup):
     log = engine.qps[QPN].log
     assert len(wire.close()) == 4 and log["sent_ns"][0] >= departure
     assert 0 <= log["late_ns"][0] < 10_000_000           # it waited, then left, not much later
+
+
+@pytest.mark.parametrize("slack_ms", [0, 5])
+def test_a_port_makes_up_lost_wire_time_within_its_slack(setup, slack_ms):
+    """A port whose wire time was lost (here: its clock 10 ms behind, as
+    after an engine delay) sends that much sooner, up to its slack, as the
+    pacer does: back-to-back for the first slack's worth, then one
+    packet's wire time (1 ms here) apart. Without slack, 1 ms apart from
+    the first packet on."""
+    engine, wire, *_ = setup
+    port = NicPort(8e6, slack_ns=slack_ms * 1_000_000)       # a 1,082-byte frame: 1.08 ms
+    engine.share_port(QPN, port)
+    port.c.free_at = now_ns() - 10_000_000
+    engine.post(QPN, 12 * MTU)
+    engine.run(duration_s=5)
+    gaps_ms = np.diff(engine.qps[QPN].log["sent_ns"]) / 1e6
+    wire.close()
+    if slack_ms == 0:
+        assert np.all(gaps_ms > 0.9), gaps_ms.round(2)
+    else:       # 5 ms made up: 4 frames at once, the 5th's remainder, then 1.08 ms apart
+        assert np.all(gaps_ms[:4] < 0.2) and 0.2 < gaps_ms[4] < 0.9 and np.all(gaps_ms[5:] > 0.9), gaps_ms.round(2)
 
 
 def test_the_earliest_departure_goes_first(setup):

@@ -43,7 +43,7 @@ struct tx_port {
 	uint64_t vclock;		/* the start tag of the last packet sent */
 	struct tx_qp *const *qps;	/* the QPs sharing it */
 	uint32_t n_qps;
-	uint32_t reserved;
+	uint32_t slack_ns;		/* lost wire time it may send back-to-back (the pacer's slack) */
 	const struct tx_qp *last;	/* the QP of the packet on the wire */
 };
 
