@@ -55,6 +55,7 @@ def summarize(result, scenario, its: dict) -> dict:
     return {"valid": not problems, "invalid_because": "; ".join(problems) or None,
             "finished": result.finished, "wall_s": result.wall_s, "jobs": jobs,
             "qp_state": {j.name: j.qp_state for j in scenario.jobs},
+            "start_us": {j.name: j.start_us for j in scenario.jobs},     # start_jitter_us's draw included
             "lossless": scenario.live.red.lossless,
             "pauses": result.pause_events, "paused_ms": result.paused_ns / 1e6,
             "tail_drops": result.port_drops, "send_errors": result.send_errors,

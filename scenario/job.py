@@ -11,6 +11,7 @@ background job whose collective bursts come and go, one every period
 without pause (an always-on background)."""
 from __future__ import annotations
 
+import random
 import re
 from dataclasses import dataclass, field
 
@@ -99,7 +100,8 @@ class JobSpec:
     collective: str = "allreduce"   # onoff: the burst's collective
     burst_bytes: int = 0            # onoff: the collective's buffer
     period_us: float = 0.0          # onoff: a burst every period
-    start_us: float = 0.0           # first iteration or burst
+    start_us: float = 0.0           # first iteration or burst (start_jitter_us's draw included)
+    start_jitter_us: float = 0.0    # start_us was moved on by a uniform draw in [0, this) from the seed
     trace: TraceSpec | None = None  # training: compute speed replayed from a progress trace
 
     @property
@@ -126,10 +128,11 @@ class JobSpec:
 _KEYS = {
     "training": {"name", "kind", "hosts", "ranks_per_host", "tp", "pp", "dp", "microbatches", "iterations",
                  "warmup_iterations", "seed", "qp_state", "model", "straggler", "stragglers", "start_us",
-                 "trace"},
+                 "start_jitter_us", "trace"},
     "onoff": {"name", "kind", "hosts", "ranks_per_host", "seed", "qp_state", "collective", "burst_bytes",
-              "period_us", "start_us", "model"},
-    "bulk": {"name", "kind", "hosts", "ranks_per_host", "seed", "qp_state", "start_us", "model"},
+              "period_us", "start_us", "start_jitter_us", "model"},
+    "bulk": {"name", "kind", "hosts", "ranks_per_host", "seed", "qp_state", "start_us", "start_jitter_us",
+             "model"},
 }
 _MODEL_KEYS = ("forward_us", "backward_us", "activation_bytes", "gradient_bytes", "tp_bytes", "chunk_bytes")
 
@@ -251,10 +254,12 @@ def _job(i: int, table, hosts: tuple[str, ...]) -> JobSpec:
         _fail(f"{where}.qp_state", f"must be one of {', '.join(QP_STATES)}, got {qp_state!r}")
     model = _model(f"{where}.model", table.get("model", {}))
     microbatches = _int(f"{where}.microbatches", table.get("microbatches", 1), 1, 1024)
+    seed = _int(f"{where}.seed", table.get("seed", 1))
+    jitter = _num(f"{where}.start_jitter_us", table.get("start_jitter_us", 0.0))
     job = dict(name=name, kind=kind, hosts=placed, ranks_per_host=per_host, tp=tp, pp=pp, dp=dp,
                microbatches=microbatches, iterations=iterations, warmup_iterations=warmup,
-               seed=_int(f"{where}.seed", table.get("seed", 1)), qp_state=qp_state, model=model,
-               start_us=_num(f"{where}.start_us", table.get("start_us", 0.0)))
+               seed=seed, qp_state=qp_state, model=model, start_jitter_us=jitter,
+               start_us=_num(f"{where}.start_us", table.get("start_us", 0.0)) + start_draw(name, seed, jitter))
     if kind == "training":
         if model.forward_us + model.backward_us <= 0:
             _fail(f"{where}.model.forward_us", "a training job needs compute (forward_us + backward_us > 0)")
@@ -281,6 +286,17 @@ def _job(i: int, table, hosts: tuple[str, ...]) -> JobSpec:
             _fail(f"{where}.period_us", "an on-off job needs a period (> 0)")
         job.update(collective=collective, burst_bytes=burst, period_us=period)
     return JobSpec(**job)
+
+
+def start_draw(name: str, seed: int, jitter_us: float) -> float:
+    """How far a job's start moves at this seed: uniform in [0, jitter_us),
+    rounded to 0.1 us, from a stream of its own (the name keeps two jobs
+    with the same seed apart; a str seed hashes the same in every process).
+    Run r of a comparison adds r to every seed, so its runs meet the other
+    jobs at different phases, and every policy at the same ones."""
+    if jitter_us <= 0:
+        return 0.0
+    return round(random.Random(f"start:{name}:{seed}").uniform(0, jitter_us), 1)
 
 
 def parse_jobs(entries, hosts: tuple[str, ...]) -> tuple[JobSpec, ...]:

@@ -57,6 +57,7 @@ BAD_JOBS = [
     (_train(kind="ring"), "job[0].kind", "must be one of"),
     (_train(qp_state="warm"), "job[0].qp_state", "must be one of"),
     (_train(warmup_iterations=4), "job[0].warmup_iterations", "below iterations"),
+    (_train(start_jitter_us=-1), "job[0].start_jitter_us", "must be >= 0"),
     ({"name": "bg", "kind": "onoff", "burst_bytes": 1000, "period_us": 10}, "job", "at least one training job"),
     ({"name": "bg", "kind": "onoff", "burst_bytes": 1002, "period_us": 10}, "job[0].burst_bytes", "divide"),
 ]
@@ -167,6 +168,34 @@ def test_stochastic_stragglers_come_from_the_seed_within_their_ranges():
     slow_fraction = len(values) / (4 * 200)
     assert 0.1 < slow_fraction < 0.35          # p = 0.1 per free iteration, 2-3 iterations each
     assert all(transient(table, r) for r in range(4) if any(table[r]))
+
+
+def _onoff(**over):
+    job = {"name": "bg", "kind": "onoff", "burst_bytes": 400_000, "period_us": 1000, "start_us": 100,
+           "start_jitter_us": 500}
+    job.update(over)
+    return job
+
+
+def test_a_start_jitter_moves_a_jobs_start_by_a_draw_from_its_seed():
+    def start(seed, **over):
+        return _scenario(_train(), _onoff(seed=seed, **over)).jobs[1].start_us
+
+    starts = [start(seed) for seed in range(1, 41)]
+    assert starts == [start(seed) for seed in range(1, 41)]          # same seed, same start
+    assert all(100 <= s <= 600 for s in starts)
+    assert max(starts) - min(starts) > 400 and len(set(starts)) > 30  # spread over the range
+    assert start(1, start_jitter_us=0) == 100
+    twins = _scenario(_train(seed=3, start_jitter_us=500), _onoff(seed=3)).jobs
+    assert twins[0].start_us != twins[1].start_us - 100              # two jobs draw apart
+
+
+def test_a_job_starts_its_first_burst_at_its_drawn_start():
+    sc = _scenario(_train(iterations=2), _onoff(seed=5))
+    workload, _t, events = _run(sc, dilation=100)
+    first = min(e.t_ns for e in events if e.job == "bg" and e.kind == ev.ITERATION_START)
+    assert sc.jobs[1].start_us != 100
+    assert abs(first - workload.start_ns - sc.jobs[1].start_us * 1000 * 100) <= 1
 
 
 def test_a_persistent_straggler_is_slow_in_every_iteration():
