@@ -244,5 +244,5 @@ def main(folders: list[str], out_root: str) -> int:
         plot_iterations(runs, out.dir / "iterations.png")
         plots = ["iterations.png"] + (["straggler.png"] if plot_straggler(runs, out.dir / "straggler.png") else [])
     print(format_table(rows))
-    print(f"report: {Path(out_root) / report_id}  ({', '.join(plots)})")
+    print(f"report: {out.final}  ({', '.join(plots)})")
     return 0

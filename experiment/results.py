@@ -46,17 +46,31 @@ def _jsonable(value):
 
 class ResultsWriter:
     """with ResultsWriter(root, run_id) as out: write files into out.dir;
-    on success the folder appears as root/run_id, on failure not at all."""
+    on success the folder appears as out.final, on failure not at all.
+    out.final is root/run_id, or root/run_id-2, -3, ... where that name is
+    taken: a result never overwrites, and a name that repeats (a testbed's
+    random run id, two comparisons started in one second) never fails a
+    run."""
 
     def __init__(self, root: Path, run_id: str):
-        self.final = Path(root) / run_id
-        self.dir = Path(root) / f".{run_id}.partial"
+        self.root, self.run_id = Path(root), run_id
+        self.final = self.dir = None
 
     def __enter__(self) -> "ResultsWriter":
-        if self.final.exists():
-            raise FileExistsError(f"{self.final} exists")
-        self.dir.mkdir(parents=True)
-        return self
+        self.root.mkdir(parents=True, exist_ok=True)
+        name, n = self.run_id, 1
+        while True:
+            self.final, self.dir = self.root / name, self.root / f".{name}.partial"
+            try:
+                self.dir.mkdir()            # claims the name: a second writer gets FileExistsError here
+            except FileExistsError:
+                pass
+            else:
+                if not self.final.exists():
+                    return self
+                self.dir.rmdir()
+            n += 1
+            name = f"{self.run_id}-{n}"
 
     def __exit__(self, exc_type, *_):
         if exc_type is None:

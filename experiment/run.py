@@ -173,7 +173,7 @@ def on_testbed(scenario, scenario_path: str, results_root: str, store, body):
     except Interrupted as exc:
         print(f"prc-emu: interrupted by {exc}; testbed removed, no results written", file=sys.stderr)
         return 128 + exc.signum
-    return Path(results_root) / testbed.run_id, summary
+    return out.final, summary
 
 
 def main(scenario_path: str, results_root: str, state_dir: str | None, captures: list[str] = (),

@@ -31,7 +31,7 @@ def in_simulator(scenario, scenario_path: str, results_root, step_us: float, pro
         out.json("config.json", {"scenario_path": scenario_path, "scenario": scenario,
                                  "simulator": result.simulator})
         out.json("versions.json", versions())
-    return Path(results_root) / run_id, summary
+    return out.final, summary
 
 
 def main(scenario_path: str, results_root: str, step_us: float) -> int:

@@ -155,5 +155,5 @@ def main(sweep_path: str, results_root: str, seeds: int | None, scheduler: str |
                                 "rows": rows, "wall_s": time.perf_counter() - started, "versions": versions(),
                                 "seeds_note": "seed s adds s to every job's seed, at every point"})
     print(table(sweep, stats, gains))
-    print(f"results: {Path(results_root) / sweep_id}  ({time.perf_counter() - started:.1f} s)")
+    print(f"results: {out.final}  ({time.perf_counter() - started:.1f} s)")
     return 0 if all(r["finished"] for r in rows) else 3

@@ -96,9 +96,13 @@ def test_a_bad_plan_exits_2_with_one_line_and_leaves_nothing(tmp_path):
     assert "variant[0].without" in cli_rejects(["compare", str(tmp_path / "plan.toml")], tmp_path)
 
 
-def test_the_shipped_plan_parses():
+def test_the_shipped_plans_parse():
     plan = load_plan(REPO / "examples" / "amplification.toml")
     assert plan.runs >= 3 and {v.name for v in plan.variants} >= {"on-off", "none", "always-on"}
+    fabric = load_plan(REPO / "examples" / "prc-fabric.toml")
+    assert [v.name for v in fabric.variants][:2] == ["dcqcn", "prc"]
+    starts = {fabric.variants[0].scenario(run).jobs[1].start_us for run in range(8)}
+    assert len(starts) == 8            # each run meets the background at a phase of its own
 
 
 def test_interval_is_the_student_t_interval_of_the_mean():
@@ -191,3 +195,20 @@ def test_an_unknown_policy_exits_2_with_one_line_and_leaves_nothing(tmp_path):
 def test_run_with_several_policies_rejects_bad_input_like_compare(tmp_path, args, says):
     (tmp_path / "s.toml").write_text(SCENARIO)
     assert says in cli_rejects(["run", str(tmp_path / "s.toml"), *args], tmp_path)
+
+
+def test_a_result_whose_name_is_taken_gets_the_next_free_one_and_a_failed_one_leaves_nothing(tmp_path):
+    from experiment.results import ResultsWriter
+
+    finals = []
+    for text in ("first", "second", "third"):
+        with ResultsWriter(tmp_path, "p1a2b") as out:
+            (out.dir / "summary.json").write_text(text)
+        finals.append(out.final)
+    assert [f.name for f in finals] == ["p1a2b", "p1a2b-2", "p1a2b-3"]
+    assert [(f / "summary.json").read_text() for f in finals] == ["first", "second", "third"]
+    with pytest.raises(RuntimeError):
+        with ResultsWriter(tmp_path, "p1a2b") as out:
+            (out.dir / "summary.json").write_text("half")
+            raise RuntimeError("the run failed")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p1a2b", "p1a2b-2", "p1a2b-3"]
