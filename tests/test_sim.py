@@ -23,6 +23,7 @@ from workload.transport import Endpoint
 
 REPO = Path(__file__).resolve().parent.parent
 TRAINING = REPO / "examples" / "training.toml"
+FABRIC = REPO / "examples" / "training-fabric.toml"
 MB = 1_000_000
 
 
@@ -161,6 +162,21 @@ def test_prc_shortens_the_straggler_iteration_in_the_simulator(training_runs):
              for p, r in training_runs.items()}
     assert worst["prc"] < 0.97 * worst["dcqcn"], worst
     assert training_runs["prc"].decisions and not training_runs["dcqcn"].decisions
+
+
+def test_in_the_fabric_example_the_jobs_meet_at_the_leaf_uplinks_not_at_a_nic():
+    sc = load_scenario(FABRIC)
+    train, background = sc.jobs
+    assert not set(train.hosts) & set(background.hosts)
+    run = run_sim(sc)
+    assert run.finished
+    cnps = {job: sum(q["cnps"] for q in run.qp_stats if q["job"] == job) for job in ("train", "background")}
+    assert cnps["train"] > 50 and cnps["background"] > 50, cnps
+    deepest = {port: max(b for _t, b in series) for port, series in run.queue_bytes.items()}
+    uplinks = [deepest[p] for p in ("s0:s2", "s1:s2")]
+    assert min(uplinks) > sc.live.red.kmax_bytes, deepest       # where both jobs' rings cross
+    # a host's own downlink carries one ring step of one job: it never queues as deep
+    assert max(b for p, b in deepest.items() if ":h" in p) < 0.1 * min(uplinks), deepest
 
 
 def test_sim_command_writes_a_run_like_a_live_one(tmp_path):
