@@ -257,6 +257,5 @@ def main(plan_path: str, results_root: str, state_dir: str | None, runs: int | N
                                   "versions": versions()})
         plot(plan, rows, stats, out.dir / PLOT)
     print(table(plan, rows, stats, changes))
-    final = out.final
-    print(f"results: {final}  (plot: {final / PLOT})")
+    print(f"results: {out.final}  (plot: {out.final / PLOT})")
     return 0 if all(r["finished"] for r in rows) else 3

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import itertools
 import json
 import os
 import platform
@@ -58,19 +59,17 @@ class ResultsWriter:
 
     def __enter__(self) -> "ResultsWriter":
         self.root.mkdir(parents=True, exist_ok=True)
-        name, n = self.run_id, 1
-        while True:
-            self.final, self.dir = self.root / name, self.root / f".{name}.partial"
+        for n in itertools.count(1):
+            name = self.run_id if n == 1 else f"{self.run_id}-{n}"
+            final, partial = self.root / name, self.root / f".{name}.partial"
+            if final.exists():
+                continue
             try:
-                self.dir.mkdir()            # claims the name: a second writer gets FileExistsError here
+                partial.mkdir()             # claims the name: a second writer gets FileExistsError here
             except FileExistsError:
-                pass
-            else:
-                if not self.final.exists():
-                    return self
-                self.dir.rmdir()
-            n += 1
-            name = f"{self.run_id}-{n}"
+                continue
+            self.final, self.dir = final, partial
+            return self
 
     def __exit__(self, exc_type, *_):
         if exc_type is None:
