@@ -16,6 +16,7 @@ demo: bootstrap
 	$(VENV)/bin/prc-emu compare examples/prc.toml --runs 2
 	$(VENV)/bin/prc-emu report "$$(ls -td results/compare-* | head -n 1)"
 	$(VENV)/bin/prc-emu run examples/training-fabric.toml --cc dcqcn,prc --seeds 2
+	$(VENV)/bin/prc-emu report "$$(ls -td results/compare-* | head -n 1)"
 	$(VENV)/bin/prc-emu sim examples/training.toml --cc dcqcn,prc --seeds 1
 
 test: bootstrap

@@ -19,7 +19,7 @@ class Controller:
         hooks: an object with set(proc, weight, floor_frac) (dataplane.hooks.HookMap)."""
         self.spec, self.workload, self.hooks = spec, workload, hooks
         self.policy = POLICIES[spec.policy]
-        self.tracker = LagTracker(spec.window, spec.late_threshold, spec.carry_over)
+        self.tracker = LagTracker(spec.window, spec.late_threshold, spec.carry_over, spec.noise_mads)
         self.tick_ns = int(spec.tick_us * 1000 * dilation)
         procs = workload.procs()
         self.view = View(spec, self.tracker, 0, {p: workload.endpoint(j, r).host for p, (j, r) in procs.items()},

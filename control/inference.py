@@ -16,6 +16,11 @@ network (a job slipping among another job's bursts) are what PRC is
 for, and counting them made a whole job persistent, and unhelped, after
 a few slipped iterations.
 
+Noise (`noise_mads`): where contention alone makes a process's
+iterations vary, the threshold rises to that many median absolute
+deviations of its last iteration times, so that jitter is not taken for
+a straggler.
+
 Where the GPU reports its speed (GPU_SAMPLE events: NVML or a replayed
 trace), a process computing slower than nominal is late by what its
 compute will overrun at that speed, before the milestone is overdue:
@@ -67,8 +72,9 @@ class ProcessLag:
 
 
 class LagTracker:
-    def __init__(self, window: int, late_threshold: float, carry_over: bool = False):
+    def __init__(self, window: int, late_threshold: float, carry_over: bool = False, noise_mads: float = 0.0):
         self.window, self.late_threshold, self.carry_over = window, late_threshold, carry_over
+        self.noise_mads = noise_mads
         self.procs: dict[int, ProcessLag] = {}
 
     def observe(self, e: ev.Event) -> None:
@@ -95,7 +101,7 @@ class LagTracker:
         p.seen[key].append(offset)
         if e.kind == ev.ITERATION_END:
             end_lag = self._fraction(p, p.lag_ns) if self._learned(p) else 0.0
-            p.carry = end_lag if self.carry_over and end_lag >= self.late_threshold else 0.0
+            p.carry = end_lag if self.carry_over and end_lag >= self.threshold(p) else 0.0
             p.ended += 1
             p.late_ends.append(self._fraction(p, p.compute_over_ns) >= self.late_threshold)
             if len(p.late_ends) > self.window:
@@ -127,6 +133,17 @@ class LagTracker:
     def _learned(self, p: ProcessLag) -> bool:
         return p.ended >= MIN_ITERATIONS
 
+    def threshold(self, p: ProcessLag) -> float:
+        """The lag that makes p late: late_threshold, or noise_mads median
+        absolute deviations of its last iterations' durations (as a
+        fraction of their median) where that is more."""
+        if not self.noise_mads or not p.ended:
+            return self.late_threshold
+        durations = p.seen[p.order[-1]]
+        median = statistics.median(durations)
+        spread = statistics.median(abs(d - median) for d in durations) / median if median else 0.0
+        return max(self.late_threshold, self.noise_mads * spread)
+
     def _fraction(self, p: ProcessLag, lag_ns: float) -> float:
         iteration = p.baseline(p.order[-1]) if p.ended else 0.0
         return lag_ns / iteration if iteration else 0.0
@@ -152,7 +169,8 @@ class LagTracker:
         """proc's lag if it is transiently late (lagging by the threshold
         and not persistent), else None."""
         lag = self.lag(proc, now_ns)
-        return lag if lag >= self.late_threshold and not self.persistent(proc) else None
+        p = self.procs.get(proc)
+        return lag if p is not None and lag >= self.threshold(p) and not self.persistent(proc) else None
 
     def late(self, proc: int, now_ns: int) -> bool:
         return self.late_lag(proc, now_ns) is not None

@@ -15,6 +15,7 @@ class ControlSpec:
     policy: str = "dcqcn"          # dcqcn: no process input, every weight 1
     tick_us: float = 10.0          # how often lag is re-evaluated between progress events
     late_threshold: float = 0.05   # lag (fraction of the baseline iteration) that makes a process late
+    noise_mads: float = 0.0        # ... or this many median absolute deviations of its iteration times, if more
     gain: float = 40.0             # weight = 1 + gain x lag, up to w_max
     w_max: float = 16.0            # the NIC port's arbiter uses it as is; DCQCN's steps clamp it to [dcqcn] w_max
     w_yield: float = 1.0           # weight of a process on time sharing a NIC with a late one (< 1: yields)
@@ -25,8 +26,8 @@ class ControlSpec:
 
 
 OBSERVED = ("training", "all")
-_RANGES = {"tick_us": (0.1, 1e6), "late_threshold": (0.0, 10.0), "gain": (0.0, 1e3), "w_max": (1.0, 64.0),
-           "w_yield": (1 / 1024, 1.0), "floor": (0.0, 1.0)}
+_RANGES = {"tick_us": (0.1, 1e6), "late_threshold": (0.0, 10.0), "noise_mads": (0.0, 100.0), "gain": (0.0, 1e3),
+           "w_max": (1.0, 64.0), "w_yield": (1 / 1024, 1.0), "floor": (0.0, 1.0)}
 
 
 def parse_control(table) -> ControlSpec:

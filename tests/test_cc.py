@@ -123,6 +123,22 @@ def test_repeated_cnps_raise_alpha_and_drive_the_rate_down_to_min_rate(host):
     assert trace[-1].rc == p.rpg_min_rate
 
 
+def test_firmware_alpha_needs_cnps_every_few_us_to_cut_more_than_a_percent(host):
+    """With the firmware's RP defaults (alpha sampled every 1 us with a
+    gain of 5/1024), CNPs at the DCQCN paper's NP interval of 50 us keep
+    alpha near 0.02, so a cut (alpha / 2) takes about 1% of the rate. At
+    the firmware's own 4 us, alpha settles near 0.25: cuts of ~12%
+    (examples/training-fabric.toml)."""
+    p = core_params(DcqcnConfig())
+
+    def settled_alpha(interval_us):
+        trace = host.run(p, [event(EV_CNP, int(i * interval_us * 1000)) for i in range(int(4000 / interval_us))])
+        return trace[-1].alpha / ALPHA_ONE
+
+    assert 0.015 < settled_alpha(50) < 0.03
+    assert 0.2 < settled_alpha(4) < 0.3
+
+
 def test_cnps_within_the_monitor_period_cut_once(host):
     p = _paper(rate_reduce_monitor_period_us=50)
     trace = host.run(p, [event(EV_CNP, 0), event(EV_CNP, 10_000), event(EV_CNP, 49_999),

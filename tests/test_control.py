@@ -42,6 +42,20 @@ def test_a_transient_straggler_is_late_by_its_extra_compute_while_it_computes_an
     assert not tracker.persistent(0)
 
 
+@pytest.mark.parametrize("noise_mads", [0.0, 2.0])
+def test_noise_mads_raises_the_threshold_to_a_jittery_process_own_spread(noise_mads):
+    tracker = LagTracker(window=5, late_threshold=0.05, noise_mads=noise_mads)
+    t = 0.0
+    for it, step_ms in enumerate((10, 17, 7, 15, 9)):      # iterations of 110, 131, 101, 125, 107 ms
+        t = _iteration(tracker, 0, it, t, step_ms=step_ms)
+    # median 110 ms, median absolute deviation 9 ms: 2 of them are 0.164 of an iteration
+    assert tracker.threshold(tracker.procs[0]) == pytest.approx(max(0.05, noise_mads * 9 / 110))
+    tracker.observe(ev.Event(int(t * MS), "j", 0, 0, 5, ev.ITERATION_START))
+    within_noise, beyond = int((t + 93) * MS), int((t + 110) * MS)    # compute end 13 and 30 ms overdue
+    assert tracker.late(0, within_noise) == (noise_mads == 0.0)
+    assert tracker.late(0, beyond)
+
+
 def test_a_process_late_in_most_iterations_becomes_persistent_and_is_no_longer_late():
     tracker = LagTracker(window=5, late_threshold=0.05)
     t = 0.0

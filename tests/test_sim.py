@@ -179,6 +179,24 @@ def test_in_the_fabric_example_the_jobs_meet_at_the_leaf_uplinks_not_at_a_nic():
     assert max(b for p, b in deepest.items() if ":h" in p) < 0.1 * min(uplinks), deepest
 
 
+def test_in_the_fabric_example_prc_shortens_the_straggler_iteration_over_two_phases():
+    """The main experiment's scenario, runs 0 and 1 of examples/prc-fabric.toml
+    (two phases of the background) in the simulator."""
+    from scenario.plan import load_plan
+    plan = load_plan(REPO / "examples" / "prc-fabric.toml", live=False)
+    variants = {v.name: v for v in plan.variants}
+    worst = {}
+    for policy in ("dcqcn", "prc"):
+        for run in (0, 1):
+            sc = variants[policy].scenario(run)
+            result = run_sim(sc)
+            assert result.finished
+            [straggler] = [i for i in iterations(result.events, sc.jobs[0], sc.dilation) if i.extra_compute_ns]
+            worst[policy, run] = straggler.duration_ns
+    for run in (0, 1):
+        assert worst["prc", run] < 0.95 * worst["dcqcn", run], worst
+
+
 def test_sim_command_writes_a_run_like_a_live_one(tmp_path):
     from cli.main import main
     assert main(["sim", str(TRAINING), "--results", str(tmp_path), "--step-us", "2"]) == 0
