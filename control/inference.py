@@ -66,9 +66,16 @@ class ProcessLag:
     speed_since_ns: int = 0
     computes: dict[str, deque] = field(default_factory=dict)   # compute detail -> its last durations (ns)
     carry: float = 0.0                 # lag (fraction) carried from a previous iteration that ended late
+    spread: float = 0.0                # median absolute deviation of its last iteration times / their median
 
     def baseline(self, key: str) -> float:
         return statistics.median(self.seen[key])
+
+
+def _relative_mad(values) -> float:
+    """Median absolute deviation of values, as a fraction of their median."""
+    median = statistics.median(values)
+    return statistics.median(abs(v - median) for v in values) / median if median else 0.0
 
 
 class LagTracker:
@@ -100,6 +107,7 @@ class LagTracker:
             p.position = p.order.index(key)
         p.seen[key].append(offset)
         if e.kind == ev.ITERATION_END:
+            p.spread = _relative_mad(p.seen[key])
             end_lag = self._fraction(p, p.lag_ns) if self._learned(p) else 0.0
             p.carry = end_lag if self.carry_over and end_lag >= self.threshold(p) else 0.0
             p.ended += 1
@@ -137,12 +145,7 @@ class LagTracker:
         """The lag that makes p late: late_threshold, or noise_mads median
         absolute deviations of its last iterations' durations (as a
         fraction of their median) where that is more."""
-        if not self.noise_mads or not p.ended:
-            return self.late_threshold
-        durations = p.seen[p.order[-1]]
-        median = statistics.median(durations)
-        spread = statistics.median(abs(d - median) for d in durations) / median if median else 0.0
-        return max(self.late_threshold, self.noise_mads * spread)
+        return max(self.late_threshold, self.noise_mads * p.spread)
 
     def _fraction(self, p: ProcessLag, lag_ns: float) -> float:
         iteration = p.baseline(p.order[-1]) if p.ended else 0.0
