@@ -34,7 +34,14 @@ schedule and meets other jobs' traffic where it used to find the links
 free; its steps then fall behind only gradually, too late for the
 threshold to catch, for the two or three iterations it takes to settle
 again. Each of those iterations ends late, so the help lasts until one
-ends on time."""
+ends on time.
+
+Straggler episodes (`straggling`): a job's episode opens when one of its
+processes' compute overruns its baseline by the threshold (a transient
+straggler, not persistent) and closes once every process of the job has
+ended an iteration on time, with no compute overrun, after that. Without
+a straggler, contention alone never opens one, however late it makes a
+process: PRC with trigger = "straggler" helps only inside them."""
 from __future__ import annotations
 
 import statistics
@@ -83,9 +90,17 @@ class LagTracker:
         self.window, self.late_threshold, self.carry_over = window, late_threshold, carry_over
         self.noise_mads = noise_mads
         self.procs: dict[int, ProcessLag] = {}
+        self.job_of: dict[int, str] = {}
+        self.members: dict[str, list[int]] = {}      # job -> its processes seen so far
+        self._calm: dict[str, int] = {}              # job -> when it was last found with no straggler (ns)
+        self._job_lag: dict[str, tuple] = {}         # job -> (when, its episode lag then)
+        self.unsettled: dict[str, set[int]] = {}    # job -> its processes yet to end an iteration on time
 
     def observe(self, e: ev.Event) -> None:
         p = self.procs.setdefault(e.proc, ProcessLag())
+        if e.proc not in self.job_of:
+            self.job_of[e.proc] = e.job
+            self.members.setdefault(e.job, []).append(e.proc)
         if e.kind in (ev.GPU_SAMPLE, ev.COMPUTE_START, ev.COMPUTE_END):
             self._observe_compute(p, e)
         if e.kind == ev.ITERATION_START:
@@ -110,6 +125,8 @@ class LagTracker:
             p.spread = _relative_mad(p.seen[key])
             end_lag = self._fraction(p, p.lag_ns) if self._learned(p) else 0.0
             p.carry = end_lag if self.carry_over and end_lag >= self.threshold(p) else 0.0
+            if end_lag < self.threshold(p) and self._fraction(p, p.compute_over_ns) < self.threshold(p):
+                self._settle(e.job, e.proc)
             p.ended += 1
             p.late_ends.append(self._fraction(p, p.compute_over_ns) >= self.late_threshold)
             if len(p.late_ends) > self.window:
@@ -137,6 +154,60 @@ class LagTracker:
         base = statistics.median(p.computes[p.computing])
         done = p.work_ns + (now_ns - p.speed_since_ns) * p.speed
         return (now_ns - p.compute_start_ns) + max(0.0, base - done) / p.speed - base
+
+    def _settle(self, job: str, proc: int) -> None:
+        unsettled = self.unsettled.get(job)
+        if unsettled is not None:
+            unsettled.discard(proc)
+            if not unsettled:
+                del self.unsettled[job]
+
+    def compute_lag(self, proc: int, now_ns: int) -> float:
+        """How far proc's compute in this iteration has overrun its
+        baselines so far (computes done, and the one under way: overdue,
+        or late at the GPU's reported speed), a fraction of its iteration."""
+        p = self.procs.get(proc)
+        if p is None or not self._learned(p):
+            return 0.0
+        over = p.compute_over_ns
+        if p.computing is not None and p.computes.get(p.computing):
+            overdue = now_ns - p.compute_start_ns - statistics.median(p.computes[p.computing])
+            over += max(0.0, overdue, self._overrun_ns(p, now_ns))
+        return self._fraction(p, over)
+
+    def straggling(self, proc: int, now_ns: int) -> bool:
+        """Whether proc's job is in a straggler episode: opened (now, if
+        not before) by a process of the job whose compute has overrun by
+        the threshold, and not yet closed by every process of the job
+        ending an iteration on time."""
+        job = self.job_of.get(proc)
+        if job in self.unsettled:
+            return True
+        if job is None or self._calm.get(job) == now_ns:     # asked already for another of its processes
+            return False
+        peers = self.members[job]
+        if any(self.compute_lag(q, now_ns) >= self.threshold(self.procs[q]) and not self.persistent(q)
+               for q in peers):
+            self.unsettled[job] = set(peers)
+            return True
+        self._calm[job] = now_ns
+        return False
+
+    def episode_lag(self, proc: int, now_ns: int) -> float | None:
+        """In a straggler episode of proc's job, the lag of its latest
+        transiently late process (the straggler, or a rank waiting on it):
+        in a ring every rank of the delayed iteration is on its critical
+        path, so each is as late as the job. None outside an episode or
+        while none is late."""
+        job = self.job_of.get(proc)
+        if not self.straggling(proc, now_ns):
+            return None
+        at, lag = self._job_lag.get(job, (None, None))
+        if at != now_ns:
+            lags = [x for x in (self.late_lag(q, now_ns) for q in self.members[job]) if x is not None]
+            lag = max(lags, default=None)
+            self._job_lag[job] = (now_ns, lag)
+        return lag
 
     def _learned(self, p: ProcessLag) -> bool:
         return p.ended >= MIN_ITERATIONS

@@ -9,7 +9,10 @@ those it sets; a process it leaves out goes back to plain DCQCN.
   1 + gain x lag (up to w_max) and the floor; a process on time that
   shares a NIC with a late one gets w_yield. In a ring every rank of a
   delayed iteration falls behind its baseline, so the whole delayed job
-  is helped, against the other jobs on its links.
+  is helped, against the other jobs on its links. With trigger =
+  "straggler" (the default), only inside a straggler episode of the
+  process's job (control.inference), and every process of the job by the
+  lag of its latest: lateness from contention alone is left to DCQCN.
 - oracle: knows the injected stragglers: every rank of a job gets w_max
   (and the floor) from the start of an iteration in which one of its
   ranks straggles until that rank ends it; an upper bound to compare
@@ -54,7 +57,10 @@ def prc(view: View, procs) -> dict[int, tuple[float, float]]:
     s = view.spec
     helped = {}
     for proc in procs:
-        lag = view.lag.late_lag(proc, view.now_ns)
+        if s.trigger == "straggler":
+            lag = view.lag.episode_lag(proc, view.now_ns)
+        else:
+            lag = view.lag.late_lag(proc, view.now_ns)
         if lag is not None:
             helped[proc] = (min(s.w_max, 1.0 + s.gain * lag), s.floor)
     return _yield_beside(view, procs, helped)

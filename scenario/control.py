@@ -23,9 +23,11 @@ class ControlSpec:
     window: int = 5                # baselines: medians over a process's last this many iterations
     observe: str = "training"      # whose progress the policy sees: training jobs' ranks, or "all" processes
     carry_over: bool = True        # an iteration that ended late leaves its process late through the next
+    trigger: str = "straggler"     # prc helps a job in a straggler episode by its latest rank's lag, or any late process ("lag")
 
 
 OBSERVED = ("training", "all")
+TRIGGERS = ("lag", "straggler")
 _RANGES = {"tick_us": (0.1, 1e6), "late_threshold": (0.0, 10.0), "noise_mads": (0.0, 100.0), "gain": (0.0, 1e3),
            "w_max": (1.0, 64.0), "w_yield": (1 / 1024, 1.0), "floor": (0.0, 1.0)}
 
@@ -39,7 +41,7 @@ def parse_control(table) -> ControlSpec:
     values["carry_over"] = table.get("carry_over", default.carry_over)
     if not isinstance(values["carry_over"], bool):
         fail("control.carry_over", f"must be true or false, got {values['carry_over']!r}")
-    for key, choices in (("policy", POLICIES), ("observe", OBSERVED)):
+    for key, choices in (("policy", POLICIES), ("observe", OBSERVED), ("trigger", TRIGGERS)):
         values[key] = table.get(key, getattr(default, key))
         if values[key] not in choices:
             fail(f"control.{key}", f"must be one of {', '.join(choices)}, got {values[key]!r}")

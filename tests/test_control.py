@@ -99,6 +99,71 @@ def test_iterations_late_in_communication_only_never_make_a_process_persistent()
     assert tracker.late(0, int((t + 95) * MS))
 
 
+def _ring_iterations(tracker, its, t, late_ms=(0.0, 0.0), step_ms=(10.0, 10.0)):
+    """Iterations its of procs 0 and 1 of job j side by side from t (ms)."""
+    for it in its:
+        ends = [_iteration(tracker, proc, it, t, late_ms=late_ms[proc], step_ms=step_ms[proc]) for proc in (0, 1)]
+        t = max(ends)
+    return t
+
+
+def test_a_straggler_episode_opens_on_a_compute_overrun_and_closes_when_the_job_is_on_time_again():
+    tracker = LagTracker(window=5, late_threshold=0.05, carry_over=True)
+    t = _ring_iterations(tracker, range(3), 0.0)
+    # iteration 3: proc 1's steps take twice as long (contention): late, but no straggler
+    t = _ring_iterations(tracker, [3], t, step_ms=(10.0, 20.0))
+    assert tracker.procs[1].carry > 0.05 and not tracker.straggling(1, int(t * MS))
+    for proc in (0, 1):
+        tracker.observe(ev.Event(int(t * MS), "j", proc, proc, 4, ev.ITERATION_START))
+        tracker.observe(ev.Event(int(t * MS), "j", proc, proc, 4, ev.COMPUTE_START, "B mb 0"))
+    # proc 0's compute (baseline 80 ms) is 4 ms overdue at 84 ms, under the 5.5 ms threshold; 20 ms at 100
+    assert not tracker.straggling(1, int((t + 84) * MS))
+    assert tracker.compute_lag(0, int((t + 100) * MS)) == pytest.approx(20 / 110, rel=0.01)
+    assert tracker.straggling(1, int((t + 100) * MS)) and tracker.straggling(0, int((t + 100) * MS))
+    # iteration 4 ends late for both, iteration 5 for proc 1 only: open until both ended one on time
+    tracker.observe(ev.Event(int((t + 100) * MS), "j", 0, 0, 4, ev.COMPUTE_END, "B mb 0"))
+    for k in range(3):
+        for proc in (0, 1):
+            tracker.observe(ev.Event(int((t + 100 + 10 * k) * MS), "j", proc, proc, 4, ev.STEP_START, f"step {k + 1}/3"))
+            tracker.observe(ev.Event(int((t + 110 + 10 * k) * MS), "j", proc, proc, 4, ev.STEP_END, f"step {k + 1}/3"))
+    for proc in (0, 1):
+        tracker.observe(ev.Event(int((t + 130) * MS), "j", proc, proc, 4, ev.ITERATION_END))
+    t = _ring_iterations(tracker, [5], t + 130, step_ms=(10.0, 20.0))
+    assert tracker.straggling(0, int(t * MS))
+    t = _ring_iterations(tracker, [6], t)
+    assert not tracker.straggling(0, int(t * MS)) and not tracker.straggling(1, int(t * MS))
+
+
+def _start_iteration(tracker, it, t, computed_ms=(None, None)):
+    """Iteration it of procs 0 and 1 starts at t (ms); a proc given computed_ms
+    ends its compute then and starts its first step."""
+    for proc in (0, 1):
+        tracker.observe(ev.Event(int(t * MS), "j", proc, proc, it, ev.ITERATION_START))
+        tracker.observe(ev.Event(int(t * MS), "j", proc, proc, it, ev.COMPUTE_START, "B mb 0"))
+        if computed_ms[proc] is not None:
+            tracker.observe(ev.Event(int((t + computed_ms[proc]) * MS), "j", proc, proc, it, ev.COMPUTE_END, "B mb 0"))
+            tracker.observe(ev.Event(int((t + computed_ms[proc]) * MS), "j", proc, proc, it, ev.STEP_START, "step 1/3"))
+
+
+@pytest.mark.parametrize("trigger", ["lag", "straggler"])
+def test_prc_with_trigger_straggler_leaves_lateness_from_contention_alone_to_dcqcn(trigger):
+    spec = ControlSpec(policy="prc", gain=10.0, w_max=4.0, trigger=trigger)
+    tracker = LagTracker(window=5, late_threshold=0.05)
+    t = _ring_iterations(tracker, range(3), 0.0)
+    # both compute on time; 96.5 ms in, their first steps (baseline end 90 ms) are 6.5 ms overdue
+    _start_iteration(tracker, 3, t, computed_ms=(80, 80))
+    contention = _policy("prc", [0, 1])(_view(spec, tracker, t + 96.5))
+    helped = (pytest.approx(1 + 10 * 6.5 / 110, rel=0.01), 0.0)
+    assert contention == ({0: helped, 1: helped} if trigger == "lag" else {})
+    t = _ring_iterations(tracker, [3], t)
+    # then proc 0 straggles: at 100 ms its compute is 20 ms overdue, and proc 1's step 10 ms
+    _start_iteration(tracker, 4, t, computed_ms=(None, 80))
+    got = _policy("prc", [0, 1])(_view(spec, tracker, t + 100))
+    assert got[0] == (pytest.approx(1 + 10 * 20 / 110, rel=0.01), 0.0)
+    # by its own lag with trigger "lag"; as late as its job (the straggler) inside the episode
+    assert got[1] == (pytest.approx(1 + 10 * (10 if trigger == "lag" else 20) / 110, rel=0.01), 0.0)
+
+
 def _policy(name, procs=(0, 1, 2)):
     """The policy deciding for procs (every process of the view by default)."""
     return lambda view: POLICIES[name](view, list(procs))
@@ -111,13 +176,14 @@ def _view(spec, tracker, now_ms, slowdowns=None, iteration=None, sent=None):
 
 
 def test_prc_helps_the_late_process_by_its_lag_and_its_nic_neighbour_yields():
-    spec = ControlSpec(policy="prc", gain=10.0, w_max=4.0, w_yield=0.5, floor=0.3)
+    spec = ControlSpec(policy="prc", gain=10.0, w_max=4.0, w_yield=0.5, floor=0.3, trigger="lag")
     tracker = LagTracker(window=5, late_threshold=0.05)
     t = 0.0
     for it in range(3):
         t = _iteration(tracker, 0, it, t)
         _iteration(tracker, 1, it, t - 110)
     tracker.observe(ev.Event(int(t * MS), "j", 0, 0, 3, ev.ITERATION_START))
+    tracker.observe(ev.Event(int(t * MS), "j", 0, 0, 3, ev.COMPUTE_START, "B mb 0"))
     got = _policy("prc")(_view(spec, tracker, t + 91))
     assert got[0] == (pytest.approx(1 + 10 * 11 / 110, rel=0.01), 0.3)
     assert got[2] == (0.5, 0.0) and 1 not in got          # bg shares h0 with the late rank; rank 1 is elsewhere
@@ -146,7 +212,8 @@ def test_mltcp_weight_grows_with_the_bytes_sent():
 @pytest.mark.parametrize("table,key", [({"policy": "fast"}, "control.policy"), ({"gain": "x"}, "control.gain"),
                                        ({"w_max": 0.5}, "control.w_max"), ({"window": 0}, "control.window"),
                                        ({"colour": 1}, "control.colour"), ({"observe": "gpu"}, "control.observe"),
-                                       ({"carry_over": 1}, "control.carry_over")])
+                                       ({"carry_over": 1}, "control.carry_over"),
+                                       ({"trigger": "always"}, "control.trigger")])
 def test_bad_control_tables_name_the_key(table, key):
     with pytest.raises(ScenarioError, match=f"^{key}:"):
         parse_control(table)
