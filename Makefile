@@ -13,9 +13,7 @@ demo: bootstrap
 	$(VENV)/bin/prc-emu demo
 	$(VENV)/bin/prc-emu run examples/default.toml
 	$(VENV)/bin/prc-emu run examples/training.toml
-	$(VENV)/bin/prc-emu compare examples/prc.toml --runs 2
-	$(VENV)/bin/prc-emu report "$$(ls -td results/compare-* | head -n 1)"
-	$(VENV)/bin/prc-emu run examples/training-fabric.toml --cc dcqcn,prc --seeds 2
+	$(VENV)/bin/prc-emu compare examples/prc-fabric.toml --runs 2
 	$(VENV)/bin/prc-emu report "$$(ls -td results/compare-* | head -n 1)"
 	$(VENV)/bin/prc-emu sim examples/training.toml --cc dcqcn,prc --seeds 1
 

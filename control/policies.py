@@ -5,14 +5,16 @@ process of each host among them) and returns {proc: (weight, floor)} for
 those it sets; a process it leaves out goes back to plain DCQCN.
 
 - dcqcn: no process input at all.
-- prc: a process transiently late by its own baseline gets weight
-  1 + gain x lag (up to w_max) and the floor; a process on time that
-  shares a NIC with a late one gets w_yield. In a ring every rank of a
-  delayed iteration falls behind its baseline, so the whole delayed job
-  is helped, against the other jobs on its links. With trigger =
-  "straggler" (the default), only inside a straggler episode of the
-  process's job (control.inference), and every process of the job by the
-  lag of its latest: lateness from contention alone is left to DCQCN.
+- prc: inside a straggler episode of a job (control.inference: from a
+  compute overrun of one of its processes until all are on time again),
+  every process of the job gets weight 1 + gain x the job's largest lag
+  (up to w_max) and the floor, while that lag passes the threshold: in
+  a ring every rank of a delayed iteration is on its critical path, so
+  the whole delayed job is helped, against the other jobs on its links.
+  Lateness from contention alone is left to DCQCN. With trigger = "lag",
+  any process transiently late by its own baseline gets 1 + gain x its
+  own lag, episode or not. A process on time that shares a NIC with a
+  helped one gets w_yield.
 - oracle: knows the injected stragglers: every rank of a job gets w_max
   (and the floor) from the start of an iteration in which one of its
   ranks straggles until that rank ends it; an upper bound to compare
