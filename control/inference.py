@@ -41,7 +41,8 @@ processes' compute overruns its baseline by the threshold (a transient
 straggler, not persistent) and closes once every process of the job has
 ended an iteration on time, with no compute overrun, after that. Without
 a straggler, contention alone never opens one, however late it makes a
-process: PRC with trigger = "straggler" helps only inside them."""
+process: PRC with trigger = "straggler" helps only inside them, every
+process of the job by the lag of its latest (`episode_lag`)."""
 from __future__ import annotations
 
 import statistics
@@ -74,6 +75,8 @@ class ProcessLag:
     computes: dict[str, deque] = field(default_factory=dict)   # compute detail -> its last durations (ns)
     carry: float = 0.0                 # lag (fraction) carried from a previous iteration that ended late
     spread: float = 0.0                # median absolute deviation of its last iteration times / their median
+    iteration_ns: float = 0.0          # its baseline iteration (0 until it has ended one)
+    compute_base_ns: float | None = None   # the baseline of the compute under way (None: none yet)
 
     def baseline(self, key: str) -> float:
         return statistics.median(self.seen[key])
@@ -93,7 +96,7 @@ class LagTracker:
         self.job_of: dict[int, str] = {}
         self.members: dict[str, list[int]] = {}      # job -> its processes seen so far
         self._calm: dict[str, int] = {}              # job -> when it was last found with no straggler (ns)
-        self._job_lag: dict[str, tuple] = {}         # job -> (when, its episode lag then)
+        self._job_lag: dict[str, tuple] = {}         # job -> (when, its episode lag then): one look per instant
         self.unsettled: dict[str, set[int]] = {}    # job -> its processes yet to end an iteration on time
 
     def observe(self, e: ev.Event) -> None:
@@ -122,6 +125,7 @@ class LagTracker:
             p.position = p.order.index(key)
         p.seen[key].append(offset)
         if e.kind == ev.ITERATION_END:
+            p.iteration_ns = p.baseline(key)
             p.spread = _relative_mad(p.seen[key])
             end_lag = self._fraction(p, p.lag_ns) if self._learned(p) else 0.0
             p.carry = end_lag if self.carry_over and end_lag >= self.threshold(p) else 0.0
@@ -135,6 +139,8 @@ class LagTracker:
     def _observe_compute(self, p: ProcessLag, e: ev.Event) -> None:
         if e.kind == ev.COMPUTE_START:
             p.computing, p.compute_start_ns, p.work_ns, p.speed_since_ns = e.detail, e.t_ns, 0.0, e.t_ns
+            durations = p.computes.get(e.detail)
+            p.compute_base_ns = statistics.median(durations) if durations else None
         elif e.kind == ev.GPU_SAMPLE:
             p.work_ns += (e.t_ns - p.speed_since_ns) * p.speed
             p.speed, p.speed_since_ns = e.speed, e.t_ns
@@ -149,9 +155,9 @@ class LagTracker:
     def _overrun_ns(self, p: ProcessLag, now_ns: int) -> float:
         """How much later than its baseline the compute under way will end
         at the GPU's reported speed (0 at full speed or with no baseline)."""
-        if p.computing is None or p.speed >= 1.0 or not p.computes.get(p.computing):
+        if p.computing is None or p.speed >= 1.0 or p.compute_base_ns is None:
             return 0.0
-        base = statistics.median(p.computes[p.computing])
+        base = p.compute_base_ns
         done = p.work_ns + (now_ns - p.speed_since_ns) * p.speed
         return (now_ns - p.compute_start_ns) + max(0.0, base - done) / p.speed - base
 
@@ -170,10 +176,11 @@ class LagTracker:
         if p is None or not self._learned(p):
             return 0.0
         over = p.compute_over_ns
-        if p.computing is not None and p.computes.get(p.computing):
-            overdue = now_ns - p.compute_start_ns - statistics.median(p.computes[p.computing])
-            over += max(0.0, overdue, self._overrun_ns(p, now_ns))
-        return self._fraction(p, over)
+        if p.computing is not None and p.compute_base_ns is not None:
+            overdue = now_ns - p.compute_start_ns - p.compute_base_ns
+            if overdue > 0 or p.speed < 1.0:
+                over += max(0.0, overdue, self._overrun_ns(p, now_ns))
+        return self._fraction(p, over) if over else 0.0
 
     def straggling(self, proc: int, now_ns: int) -> bool:
         """Whether proc's job is in a straggler episode: opened (now, if
@@ -183,15 +190,18 @@ class LagTracker:
         job = self.job_of.get(proc)
         if job in self.unsettled:
             return True
-        if job is None or self._calm.get(job) == now_ns:     # asked already for another of its processes
+        if job is None:
             return False
-        peers = self.members[job]
-        if any(self.compute_lag(q, now_ns) >= self.threshold(self.procs[q]) and not self.persistent(q)
-               for q in peers):
-            self.unsettled[job] = set(peers)
+        # proc itself, then (once per instant: ticks ask for every process) the whole job
+        if self._straggles(proc, now_ns) or (self._calm.get(job) != now_ns
+                                              and any(self._straggles(q, now_ns) for q in self.members[job])):
+            self.unsettled[job] = set(self.members[job])
             return True
         self._calm[job] = now_ns
         return False
+
+    def _straggles(self, proc: int, now_ns: int) -> bool:
+        return self.compute_lag(proc, now_ns) >= self.threshold(self.procs[proc]) and not self.persistent(proc)
 
     def episode_lag(self, proc: int, now_ns: int) -> float | None:
         """In a straggler episode of proc's job, the lag of its latest
@@ -219,8 +229,7 @@ class LagTracker:
         return max(self.late_threshold, self.noise_mads * p.spread)
 
     def _fraction(self, p: ProcessLag, lag_ns: float) -> float:
-        iteration = p.baseline(p.order[-1]) if p.ended else 0.0
-        return lag_ns / iteration if iteration else 0.0
+        return lag_ns / p.iteration_ns if p.iteration_ns else 0.0
 
     def lag(self, proc: int, now_ns: int) -> float:
         """How late proc is now, as a fraction of its baseline iteration
