@@ -229,17 +229,17 @@ class _Writes:
         self.log.append((proc, weight, floor))
 
 
-def _controlled_run(seed: int, policy: str = "prc"):
+def _controlled_run(seed: int, policy: str = "prc", straggle: float = 0.05, trigger: str = "straggler"):
     from control.controller import Controller
     from scenario.spec import parse_scenario
     from workload.driver import Workload
     from workload.ideal import IdealTransport
 
     scenario = parse_scenario({
-        "topology": {"hosts": 4}, "control": {"policy": policy},
+        "topology": {"hosts": 4}, "control": {"policy": policy, "trigger": trigger},
         "job": [{"name": "train", "iterations": 30, "seed": seed,
                  "model": {"forward_us": 267, "backward_us": 533, "gradient_bytes": 4_000_000},
-                 "stragglers": {"probability": 0.05, "duration": [1, 2], "slowdown": [0.3, 1.0]}},
+                 "stragglers": {"probability": straggle, "duration": [1, 2], "slowdown": [0.3, 1.0]}},
                 {"name": "bg", "kind": "onoff", "burst_bytes": 4_000_000, "period_us": 1600}]})
     transport = IdealTransport(1e9, 100_000)
     workload = Workload(scenario.jobs, transport, 100, ev.EventBus())
@@ -257,3 +257,10 @@ def test_the_same_seed_gives_the_same_controller_decisions():
     assert _controlled_run(3) == (decisions, writes)
     assert _controlled_run(4)[0] != decisions                 # other stragglers, other decisions
     assert all(w == 1.0 or w > 1.0 and p < 4 for _t, p, w, _f, _lag in decisions)   # only training ranks helped
+
+
+@pytest.mark.parametrize("trigger", ["lag", "straggler"])
+def test_without_a_straggler_prc_writes_nothing_unless_any_lateness_triggers_it(trigger):
+    decisions, writes = _controlled_run(3, straggle=0.0, trigger=trigger)
+    # the background's bursts make the ranks late now and then: "lag" helps them, episodes never open
+    assert bool(writes) == (trigger == "lag")
