@@ -42,7 +42,8 @@ straggler, not persistent) and closes once every process of the job has
 ended an iteration on time, with no compute overrun, after that. Without
 a straggler, contention alone never opens one, however late it makes a
 process: PRC with trigger = "straggler" helps only inside them, every
-process of the job by the lag of its latest (`episode_lag`)."""
+process of the job by the largest lag the job has reached in the episode
+(`episode_lag`)."""
 from __future__ import annotations
 
 import statistics
@@ -97,6 +98,7 @@ class LagTracker:
         self.members: dict[str, list[int]] = {}      # job -> its processes seen so far
         self._calm: dict[str, int] = {}              # job -> when it was last found with no straggler (ns)
         self._job_lag: dict[str, tuple] = {}         # job -> (when, its episode lag then): one look per instant
+        self._peak: dict[str, float] = {}            # job -> the largest lag of its episode so far
         self.unsettled: dict[str, set[int]] = {}    # job -> its processes yet to end an iteration on time
 
     def observe(self, e: ev.Event) -> None:
@@ -167,6 +169,7 @@ class LagTracker:
             unsettled.discard(proc)
             if not unsettled:
                 del self.unsettled[job]
+                self._peak.pop(job, None)
 
     def compute_lag(self, proc: int, now_ns: int) -> float:
         """How far proc's compute in this iteration has overrun its
@@ -204,18 +207,21 @@ class LagTracker:
         return self.compute_lag(proc, now_ns) >= self.threshold(self.procs[proc]) and not self.persistent(proc)
 
     def episode_lag(self, proc: int, now_ns: int) -> float | None:
-        """In a straggler episode of proc's job, the lag of its latest
-        transiently late process (the straggler, or a rank waiting on it):
-        in a ring every rank of the delayed iteration is on its critical
-        path, so each is as late as the job. None outside an episode or
-        while none is late."""
+        """In a straggler episode of proc's job, the largest lag any of its
+        transiently late processes (the straggler, or a rank waiting on
+        it) has reached in the episode: in a ring every rank of the delayed
+        iteration is on its critical path, so each is as late as the job,
+        and it stays so until the job is on time again. None outside an
+        episode or before any process of it is late."""
         job = self.job_of.get(proc)
         if not self.straggling(proc, now_ns):
             return None
         at, lag = self._job_lag.get(job, (None, None))
         if at != now_ns:
             lags = [x for x in (self.late_lag(q, now_ns) for q in self.members[job]) if x is not None]
-            lag = max(lags, default=None)
+            peak = max(lags + [self._peak.get(job, 0.0)])
+            self._peak[job] = peak
+            lag = peak if peak > 0 else None
             self._job_lag[job] = (now_ns, lag)
         return lag
 

@@ -7,9 +7,9 @@ those it sets; a process it leaves out goes back to plain DCQCN.
 - dcqcn: no process input at all.
 - prc: inside a straggler episode of a job (control.inference: from a
   compute overrun of one of its processes until all are on time again),
-  every process of the job gets weight 1 + gain x the job's largest lag
-  (up to w_max) and the floor, while that lag passes the threshold: in
-  a ring every rank of a delayed iteration is on its critical path, so
+  every process of the job gets weight 1 + gain x the largest lag the
+  job has reached in the episode (up to w_max) and the floor, from its
+  first late process on until the episode closes: in a ring every rank of a delayed iteration is on its critical path, so
   the whole delayed job is helped, against the other jobs on its links.
   Lateness from contention alone is left to DCQCN. With trigger = "lag",
   any process transiently late by its own baseline gets 1 + gain x its

@@ -23,7 +23,7 @@ class ControlSpec:
     window: int = 5                # baselines: medians over a process's last this many iterations
     observe: str = "training"      # whose progress the policy sees: training jobs' ranks, or "all" processes
     carry_over: bool = True        # an iteration that ended late leaves its process late through the next
-    trigger: str = "straggler"     # prc helps a job in a straggler episode by its latest rank's lag, or any late process ("lag")
+    trigger: str = "straggler"     # prc helps a job through a straggler episode by its largest lag, or any late process ("lag")
 
 
 OBSERVED = ("training", "all")

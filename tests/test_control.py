@@ -145,6 +145,20 @@ def _start_iteration(tracker, it, t, computed_ms=(None, None)):
             tracker.observe(ev.Event(int((t + computed_ms[proc]) * MS), "j", proc, proc, it, ev.STEP_START, "step 1/3"))
 
 
+def test_an_episode_holds_the_largest_lag_its_job_reached_until_it_closes():
+    tracker = LagTracker(window=5, late_threshold=0.05)
+    t = _ring_iterations(tracker, range(3), 0.0)
+    _start_iteration(tracker, 3, t)
+    assert tracker.episode_lag(1, int((t + 70) * MS)) is None            # no overrun yet
+    assert tracker.episode_lag(1, int((t + 100) * MS)) == pytest.approx(20 / 110, rel=0.01)
+    t = _ring_iterations(tracker, [3], t, late_ms=(20.0, 0.0))      # proc 0 ends 20 ms late, proc 1 on time
+    _start_iteration(tracker, 4, t)
+    assert tracker.lag(0, int((t + 1) * MS)) == 0.0                  # nobody is late now ...
+    assert tracker.episode_lag(1, int((t + 1) * MS)) == pytest.approx(20 / 110, rel=0.01)   # ... the job still is
+    t = _ring_iterations(tracker, [4], t)                            # proc 0 on time too: closed
+    assert tracker.episode_lag(1, int(t * MS)) is None and not tracker.straggling(0, int(t * MS))
+
+
 @pytest.mark.parametrize("trigger", ["lag", "straggler"])
 def test_prc_with_trigger_straggler_leaves_lateness_from_contention_alone_to_dcqcn(trigger):
     spec = ControlSpec(policy="prc", gain=10.0, w_max=4.0, trigger=trigger)
