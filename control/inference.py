@@ -131,10 +131,11 @@ class LagTracker:
             p.spread = _relative_mad(p.seen[key])
             end_lag = self._fraction(p, p.lag_ns) if self._learned(p) else 0.0
             p.carry = end_lag if self.carry_over and end_lag >= self.threshold(p) else 0.0
-            if end_lag < self.threshold(p) and self._fraction(p, p.compute_over_ns) < self.threshold(p):
+            compute_over = self._fraction(p, p.compute_over_ns)
+            if end_lag < self.threshold(p) and compute_over < self.threshold(p):
                 self._settle(e.job, e.proc)
             p.ended += 1
-            p.late_ends.append(self._fraction(p, p.compute_over_ns) >= self.late_threshold)
+            p.late_ends.append(compute_over >= self.late_threshold)
             if len(p.late_ends) > self.window:
                 p.late_ends.popleft()
 

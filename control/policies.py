@@ -9,8 +9,9 @@ those it sets; a process it leaves out goes back to plain DCQCN.
   compute overrun of one of its processes until all are on time again),
   every process of the job gets weight 1 + gain x the largest lag the
   job has reached in the episode (up to w_max) and the floor, from its
-  first late process on until the episode closes: in a ring every rank of a delayed iteration is on its critical path, so
-  the whole delayed job is helped, against the other jobs on its links.
+  first late process on until the episode closes: in a ring every rank
+  of a delayed iteration is on its critical path, so the whole delayed
+  job is helped, against the other jobs on its links.
   Lateness from contention alone is left to DCQCN. With trigger = "lag",
   any process transiently late by its own baseline gets 1 + gain x its
   own lag, episode or not. A process on time that shares a NIC with a
